@@ -1,0 +1,39 @@
+# The course's commands. Each one creates .venv first when it is missing or out of date.
+#   make lab     JupyterLab on notebooks/        make test    the whole test suite
+#   make build   regenerate release/, notebooks/, solutions/ from source/*.py
+#   make grade ASSIGNMENT=03_backward            grade submitted/*/ASSIGNMENT
+#   make bench   widget latency                  make bench-grade   grading speed
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ASSIGNMENT ?= 03_backward
+LAB_ARGS ?=
+
+.PHONY: lab test build grade bench bench-grade clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+build: $(STAMP)
+	$(PY) -m grader build
+
+grade: $(STAMP)
+	$(PY) -m grader grade $(ASSIGNMENT)
+
+bench: $(STAMP)
+	$(PY) -m normlab.bench_widget
+
+bench-grade: $(STAMP)
+	$(PY) -m grader bench-grade
+
+clean:
+	rm -rf build submitted autograded feedback source/*/*.ipynb

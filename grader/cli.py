@@ -1,0 +1,31 @@
+"""``python -m grader``: build the course, grade submissions."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    build_parser = commands.add_parser("build", help="regenerate source notebooks, release/, notebooks/, solutions/")
+    build_parser.add_argument("assignments", nargs="*", help="assignment ids (default: every one present)")
+
+    grade_parser = commands.add_parser("grade", help="autograde submitted/*/ASSIGNMENT and export scores")
+    grade_parser.add_argument("assignment", help="assignment id, e.g. 03_backward")
+    grade_parser.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
+    grade_parser.add_argument("--csv", type=Path, default=None, help="where to write the scores (default: build/grades.csv)")
+
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        from grader.build import build
+
+        for assignment in build(assignments=args.assignments or None):
+            print(f"built {assignment}: release/, notebooks/, solutions/")
+        return 0
+    if args.command == "grade":
+        from grader.grade import grade
+
+        return grade(args.assignment, root=args.root, csv_path=args.csv)
+    return 2
