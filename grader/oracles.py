@@ -47,3 +47,4 @@ def layer_norm_grads(dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: floa
     y = torch.nn.functional.layer_norm(xt, (d,), wt, bt, eps)
     dx, dgamma, dbeta = torch.autograd.grad(y, (xt, wt, bt), grad_outputs=_tensor(dy))
     return dx.numpy(), dgamma.numpy(), dbeta.numpy()
+

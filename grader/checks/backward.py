@@ -56,6 +56,42 @@ def _factor_cause(actual: np.ndarray, expected: np.ndarray, s: float, d: int) ->
     return f"the result is {c:.6g} times the right one everywhere: a constant factor is off."
 
 
+def _implied_scale_cause(J: np.ndarray, x: np.ndarray, eps: float) -> str | None:
+    """Read the learner's s off J and name the mistake if it is a classic wrong s.
+
+    On any direction v orthogonal to both 1 and x - mu, the true Jacobian is v / s; so
+    |v| / |J v| is the scale the learner's code divided by, whatever else it got wrong.
+    """
+    d = x.size
+    if d < 3:
+        return None
+    centred = x - x.mean()
+    v = random_input((d,), seed=99)
+    for direction in (np.ones(d) / np.sqrt(d), centred / np.linalg.norm(centred)):
+        v = v - direction * (direction @ v)
+    Jv = J @ v
+    if not np.all(np.isfinite(Jv)) or np.linalg.norm(Jv) == 0:
+        return None
+    implied = np.linalg.norm(v) / np.linalg.norm(Jv)
+    var = np.var(x)
+    wrong_scales = [
+        (np.sqrt(var) + eps, "eps is outside the square root: s must be sqrt(var + eps), not sqrt(var) + eps."),
+        (np.sqrt(var * d / (d - 1) + eps), "you used the unbiased variance (dividing by d - 1: np.var(ddof=1) or "
+         "torch.var's default). LayerNorm divides by d."),
+        (1.0, "you did not divide by s = sqrt(var + eps)."),
+        (var + eps, "you divided by the variance instead of s = sqrt(var + eps)."),
+    ]
+    if eps > 0:
+        wrong_scales.insert(0, (np.sqrt(var), f"eps is ignored: s = sqrt(var) but eps = {eps} was passed; use sqrt(var + eps)."))
+    true_scale = np.sqrt(var + eps)
+    if abs(implied - true_scale) <= 1e-6 * true_scale:
+        return None
+    for value, cause in wrong_scales:
+        if abs(implied - value) <= 1e-6 * value:
+            return cause
+    return None
+
+
 def _jacobian_cause(J: np.ndarray, x: np.ndarray, eps: float) -> str:
     d = x.size
     x_hat, s = _x_hat_and_s(x, eps)
@@ -64,16 +100,22 @@ def _jacobian_cause(J: np.ndarray, x: np.ndarray, eps: float) -> str:
     if eps > 0 and relative_error(J, oracles.layer_norm_jacobian(x, 0.0)) < 1e-9:
         return (f"your Jacobian is the one for eps = 0, but eps = {eps} was passed: use s = sqrt(var + eps) "
                 "everywhere, including inside x_hat.")
+    scale_cause = _implied_scale_cause(J, x, eps)
+    if scale_cause:
+        return scale_cause
     factor = _factor_cause(J, reference, s, d)
     if factor:
         return factor
     scale = float(np.max(np.abs(reference)))
     if np.max(np.abs(J @ np.ones(d))) > 1e-6 * scale:
         return ("the rows of J do not sum to zero (J @ ones(d) should be 0). The mean term -(1/d) 1 1^T, "
-                "which comes from d(mu)/dx_j = 1/d, is missing or mis-scaled. See it: print(J @ np.ones(d)).")
+                "which comes from d(mu)/dx_j = 1/d, is missing or mis-scaled, or an outer product uses x (whose entries do not sum to zero) instead of "
+                "x_hat. See it: print(J @ np.ones(d)).")
     if relative_error(J @ x_hat, reference @ x_hat) > 1e-6:
         return ("J @ x_hat is wrong (it should be about eps/(var+eps) * x_hat / s, i.e. almost 0). The variance term "
-                "-(1/d) x_hat x_hat^T, from d(s)/dx_j = x_hat_j / d, is missing or built from x instead of x_hat.")
+                "-(1/d) x_hat x_hat^T, from d(s)/dx_j = x_hat_j / d, is missing, built from x instead of x_hat, or "
+                "x_hat uses the unbiased variance (ddof=1 or torch.var's default divides by d - 1; LayerNorm "
+                "divides by d). See it: print(J @ x_hat).")
     if np.max(np.abs(J - J.T)) > 1e-9 * scale:
         return "J is not symmetric: both factors of the outer product must be x_hat (not x and x_hat)."
     return None
@@ -136,8 +178,9 @@ def _vjp_cause(v: np.ndarray, x: np.ndarray, g: np.ndarray, eps: float, referenc
         return factor
     scale = float(np.max(np.abs(reference))) or 1.0
     if abs(float(np.sum(v))) > 1e-6 * scale * d:
-        return ("the result does not sum to zero. The -mean(g) term is missing, or you used sum(g) instead of "
-                "mean(g). See it: print(layer_norm_vjp(x, g).sum()).")
+        return ("the result does not sum to zero. The -mean(g) term is missing, you used sum(g) instead of "
+                "mean(g), or the last term uses x instead of x_hat (x's entries do not sum to zero). "
+                "See it: print(layer_norm_vjp(x, g).sum()).")
     if abs(float(v @ x_hat) - float(reference @ x_hat)) > 1e-6 * scale * d:
         return ("the component along x_hat is wrong: the -mean(g * x_hat) * x_hat term is missing, uses x instead "
                 "of x_hat, or uses a sum instead of a mean.")

@@ -1,0 +1,29 @@
+"""Shared fixtures: the repository root and the assignments present in source/."""
+import os
+import sys
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.implementations
+
+from grader.build import present_assignments  # noqa: E402
+
+ASSIGNMENTS = present_assignments(ROOT)
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+def subprocess_env() -> dict:
+    """Environment for child processes: headless matplotlib, the venv's tools on PATH."""
+    env = dict(os.environ)
+    env["MPLBACKEND"] = "Agg"
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
