@@ -23,7 +23,7 @@ def graded(tmp_path_factory):
     shutil.copytree(ROOT / "release", course / "release")
     from grader.build import build
 
-    build(course)  # fills the temporary gradebook
+    build(course, ASSIGNMENTS)  # fills the temporary gradebook
     scores = {}
     for assignment in ASSIGNMENTS:
         solved = course / "submitted" / "solved" / assignment / f"{assignment}.ipynb"

@@ -1,0 +1,263 @@
+"""Headless tests of normlab.geometry (notebook 02's widget and figures) and its benchmark."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import inspect  # noqa: E402
+import io  # noqa: E402
+import re  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.importorskip("ipywidgets")
+
+from normlab import geometry  # noqa: E402
+from normlab.geometry import (  # noqa: E402
+    CIRCLE_LABEL,
+    BarDragWidget,
+    sphere_points_3d,
+    sphere_view_3d,
+    static_geometry_figure,
+)
+
+EPS = 1e-5
+# A vector with a large spread, so that eps changes LN(a x) by well under 1e-6.
+X_TEST = np.array([-4.5, 4.0, -1.0, 3.5, 0.5, -2.5])
+
+
+def ln_ref(z, eps=EPS):
+    """LayerNorm written out again here, independently of the module under test."""
+    z = np.asarray(z, dtype=np.float64)
+    mu = sum(z) / len(z)
+    var = sum((v - mu) ** 2 for v in z) / len(z)
+    return np.array([(v - mu) / (var + eps) ** 0.5 for v in z])
+
+
+def rms_ref(z, eps=EPS):
+    z = np.asarray(z, dtype=np.float64)
+    return z / (sum(v * v for v in z) / len(z) + eps) ** 0.5
+
+
+@pytest.fixture
+def w():
+    return BarDragWidget(show_rms=True)
+
+
+def set_x(w, x):
+    for s, v in zip(w.sliders, x):
+        s.value = float(v)
+
+
+def test_panels_plot_input_centred_and_layernorm(w):
+    """Bar heights in each panel equal what the test computes from the sliders."""
+    set_x(w, X_TEST)
+    assert np.array_equal(w.x, X_TEST)
+    np.testing.assert_allclose(w.heights("input"), X_TEST, atol=1e-12)
+    np.testing.assert_allclose(w.heights("centred"), X_TEST - X_TEST.mean(), atol=1e-12)
+    np.testing.assert_allclose(w.heights("ln"), ln_ref(X_TEST), atol=1e-12)
+    np.testing.assert_allclose(w.heights("rms"), rms_ref(X_TEST), atol=1e-12)
+
+
+def test_readouts_show_mu_sigma_sum_and_squared_norm(w):
+    """The HTML readout and w.stats hold mu, sigma, sum(x_hat) and ||x_hat||^2."""
+    a, c = 2.0, -1.5
+    set_x(w, X_TEST)
+    w.scale.value, w.shift.value = a, c
+    z = a * X_TEST + c
+    mu, sigma = z.mean(), z.std()
+    x_hat = ln_ref(z)
+    expected = {"mu": mu, "sigma": sigma, "sum_x_hat": x_hat.sum(), "sq_norm_x_hat": x_hat @ x_hat,
+                "predicted_sq_norm": 6 * sigma**2 / (sigma**2 + EPS)}
+    for k, v in expected.items():
+        assert w.stats[k] == pytest.approx(v, abs=1e-9), k
+    assert w.stats["sq_norm_x_hat"] == pytest.approx(6.0, abs=1e-5)
+    # The readout a learner sees: numbers in the order mu, sigma, sum, squared norm, prediction.
+    shown = [float(v) for v in re.findall(r"monospace'>([-+0-9.e]+)<", w.readout.value)]
+    assert shown[:5] == pytest.approx([mu, sigma, x_hat.sum(), x_hat @ x_hat, expected["predicted_sq_norm"]],
+                                      abs=1e-4)
+
+
+def test_shift_leaves_layernorm_panel_still_but_moves_rmsnorm(w):
+    set_x(w, X_TEST)
+    ln0, rms0 = w.heights("ln"), w.heights("rms")
+    for c in (7.3, -9.9, 0.4):
+        w.shift.value = c
+        np.testing.assert_allclose(w.heights("input"), X_TEST + c, atol=1e-12)
+        np.testing.assert_allclose(w.heights("ln"), ln0, atol=1e-9)  # exact: c leaves sigma alone
+        assert np.abs(w.heights("rms") - rms0).max() > 0.05, "RMSNorm should move with the shift c"
+
+
+def test_scale_leaves_layernorm_and_rmsnorm_panels_still(w):
+    set_x(w, X_TEST)
+    ln0, rms0 = w.heights("ln"), w.heights("rms")
+    # eps makes LN(a x) differ from LN(x) by about |x_hat| eps / (2 sigma^2) <= 1e-6 here.
+    for a in (1.7, 4.0, 9.5):
+        w.scale.value = a
+        np.testing.assert_allclose(w.heights("input"), a * X_TEST, atol=1e-12)
+        np.testing.assert_allclose(w.heights("ln"), ln0, atol=1e-6)
+        np.testing.assert_allclose(w.heights("rms"), rms0, atol=1e-6)
+    w.shift.value = 3.0  # both controls at once
+    np.testing.assert_allclose(w.heights("ln"), ln0, atol=1e-6)
+
+
+def test_reset_restores_initial_vector_and_controls(w):
+    x0 = w.x.copy()
+    set_x(w, X_TEST)
+    w.scale.value, w.shift.value = 3.0, 2.0
+    renders = w.n_renders
+    w.reset_button.click()
+    assert np.array_equal(w.x, x0)
+    assert np.array_equal(x0, np.array(geometry.X0))
+    assert (w.scale.value, w.shift.value) == (1.0, 0.0)
+    assert w.n_renders == renders + 1, "reset should redraw once, not once per slider"
+    np.testing.assert_allclose(w.heights("ln"), ln_ref(x0), atol=1e-12)
+
+
+def test_randomise_changes_the_vector(w):
+    seen = [w.x]
+    for _ in range(3):
+        w.randomise_button.click()
+        x = w.x
+        assert not any(np.array_equal(x, old) for old in seen[-1:]), "Randomise gave the same vector"
+        assert np.all((x >= w.sliders[0].min) & (x <= w.sliders[0].max))
+        np.testing.assert_allclose(x, np.round(x, 1), atol=1e-12)  # on the slider grid
+        np.testing.assert_allclose(w.heights("ln"), ln_ref(w.z), atol=1e-12)
+        seen.append(x)
+
+
+def test_figure_is_updated_in_place_never_rebuilt(w):
+    fig, axes = w.fig, list(w.fig.axes)
+    rects = [r for p in w.panels.values() for r in p.bars]
+    n = w.n_renders
+    pngs = {w.image.value}
+    w.sliders[2].value = -3.3
+    w.scale.value = 5.0
+    w.shift.value = -8.0
+    w.show_rms.value = False
+    w.show_rms.value = True
+    w.randomise_button.click()
+    w.reset_button.click()
+    assert w.fig is fig and list(w.fig.axes) == axes
+    assert [r for p in w.panels.values() for r in p.bars] == rects
+    assert all(any(r is a for a in p.ax.patches) for p in w.panels.values() for r in p.bars)
+    assert w.n_renders == n + 7
+    pngs.add(w.image.value)
+    assert len(pngs) == 1 or w.image.value.startswith(b"\x89PNG")
+
+
+def test_blitting_draws_the_same_picture_as_a_full_redraw(w):
+    PIL = pytest.importorskip("PIL.Image")
+    rng = np.random.default_rng(3)
+    for k in range(40):  # enough moves to change axis limits several times
+        set_x(w, np.round(rng.uniform(-5, 5, 6), 1)) if k % 5 == 0 else None
+        w.scale.value = float(10 ** rng.uniform(-1, 1)) if k % 3 == 0 else w.scale.value
+        w.shift.value = float(np.round(rng.uniform(-10, 10), 1))
+    assert w.n_panel_draws > 0, "the test meant to exercise panel redraws"
+    blitted = np.asarray(PIL.open(io.BytesIO(w.image.value)).convert("RGB"), dtype=int)
+    w.update(full_redraw=True)
+    full = np.asarray(PIL.open(io.BytesIO(w.image.value)).convert("RGB"), dtype=int)
+    assert blitted.shape == full.shape
+    assert np.abs(blitted - full).max() <= 8, "stale pixels left by a partial redraw"
+
+
+def test_rmsnorm_toggle_shows_and_hides_its_panel():
+    w = BarDragWidget(show_rms=False)
+    assert not w.panels["rms"].ax.get_visible()
+    assert "RMSNorm" not in w.readout.value
+    width = w.fig.get_size_inches()[0]
+    w.show_rms.value = True
+    assert w.panels["rms"].ax.get_visible()
+    assert "RMSNorm" in w.readout.value
+    assert w.fig.get_size_inches()[0] > width
+    np.testing.assert_allclose(w.heights("rms"), rms_ref(w.z), atol=1e-12)
+
+
+def test_equal_bars_give_zero_and_say_why(w):
+    set_x(w, [1.5] * 6)
+    np.testing.assert_allclose(w.heights("ln"), 0.0, atol=1e-12)
+    assert w.stats["sq_norm_x_hat"] == pytest.approx(0.0, abs=1e-12)
+    assert "ε" in w.readout.value
+
+
+def test_widget_tree_is_displayable_container(w):
+    import ipywidgets
+
+    assert isinstance(w.widget, ipywidgets.VBox)
+    assert isinstance(w.image, ipywidgets.Image) and w.image.format == "png"
+    assert w.image.value.startswith(b"\x89PNG")
+    assert len(w.sliders) == 6 and all(s.orientation == "vertical" for s in w.sliders)
+
+
+def test_module_uses_only_the_ipywidgets_api_common_to_7_7_and_8():
+    src = inspect.getsource(geometry)
+    for banned in ("Tab(", "Accordion(", "jslink", "jsdlink", "ipympl", "enable_custom_widget_manager",
+                   "Stack(", "TagsInput", "ColorsInput", "pyplot"):
+        assert banned not in src, banned
+    allowed = {"FloatSlider", "FloatLogSlider", "Button", "Checkbox", "ToggleButton", "HTML", "Label",
+               "HBox", "VBox", "Layout", "Image", "Output"}
+    used = set(re.findall(r"\bwidgets\.([A-Za-z_]+)", src))
+    assert used and used <= allowed, used - allowed
+
+
+def test_widget_figure_never_goes_through_pyplot():
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    BarDragWidget()
+    static_geometry_figure()
+    sphere_view_3d(n_points=5)
+    assert plt.get_fignums() == []  # nothing auto-displays a second copy in a notebook
+
+
+def test_sphere_view_3d_circle_and_layernorm_points():
+    fig = sphere_view_3d(n_points=25, seed=1)
+    lines = [ln for ax in fig.axes for ln in getattr(ax, "lines", [])]
+    circles = [ln for ln in lines if ln.get_label() == CIRCLE_LABEL]
+    outputs = [ln for ln in lines if ln.get_label() == "LN(x)"]
+    assert len(circles) == 2 and len(outputs) == 2  # one per view
+    pts = np.column_stack(circles[0].get_data_3d())
+    np.testing.assert_allclose(np.linalg.norm(pts, axis=1), np.sqrt(3.0), atol=1e-12)
+    np.testing.assert_allclose(pts.sum(axis=1), 0.0, atol=1e-12)
+    ln_pts = np.column_stack(outputs[0].get_data_3d())
+    assert ln_pts.shape == (25, 3)
+    np.testing.assert_allclose(ln_pts.sum(axis=1), 0.0, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(ln_pts, axis=1), np.sqrt(3.0), atol=1e-4)  # eps
+    data = sphere_points_3d(n_points=25, seed=1)
+    np.testing.assert_allclose(ln_pts, np.array([ln_ref(p) for p in data["x"]]), atol=1e-12)
+    np.testing.assert_allclose(data["centred"].sum(axis=1), 0.0, atol=1e-12)
+    assert fig.texts and "√3" in fig.texts[0].get_text()  # the title states the finding
+
+
+def test_static_figure_tells_the_invariance_story():
+    fig = static_geometry_figure(X_TEST, a=3.0, c=4.0)
+    assert len(fig.axes) == 8  # two rows: x and 3x + 4, four columns
+
+    def bars(ax):
+        return np.array([p.get_height() for p in ax.patches if p.get_width() < 1])
+
+    top, bottom = fig.axes[:4], fig.axes[4:]
+    np.testing.assert_allclose(bars(top[2]), ln_ref(X_TEST), atol=1e-12)
+    np.testing.assert_allclose(bars(bottom[2]), bars(top[2]), atol=1e-6)
+    assert np.abs(bars(bottom[3]) - bars(top[3])).max() > 0.05
+    assert len(static_geometry_figure(a=1.0, c=0.0, rms=False).axes) == 3
+    with pytest.raises(ValueError):
+        static_geometry_figure(a=-1.0)
+
+
+def test_layer_norm_helpers_work_on_any_leading_shape():
+    x = np.random.default_rng(0).normal(size=(2, 3, 6)) * 4 + 1
+    y = geometry.layer_norm(x)
+    assert y.shape == x.shape
+    np.testing.assert_allclose(y.sum(-1), 0.0, atol=1e-12)
+    np.testing.assert_allclose((y * y).sum(-1), 6.0, atol=1e-4)
+    r = geometry.rms_norm(x)
+    np.testing.assert_allclose((r * r).mean(-1), 1.0, atol=1e-4)
+
+
+def test_benchmark_runs_headless():
+    from normlab import bench_widget
+
+    res = bench_widget.measure(n_updates=12)
+    assert res["all"].shape == (12,) and np.all(res["all"] > 0)  # timings are printed, never asserted
