@@ -1,52 +1,213 @@
-"""Grade every submission of one assignment through nbgrader and export the scores.
+"""``python -m grader grade ASSIGNMENT``: grade a whole class safely and in parallel.
 
-nbgrader does the work it is good at (restoring locked cells, running the notebook,
-recording grades in the gradebook, feedback, CSV export); this module drives it and
-prints a score table.
+1. mirror   Copy submitted/*/ASSIGNMENT into build/grading/ (submitted/ is never written),
+            and check every notebook file: a file that is not a notebook is replaced there
+            by the blank release (zero points) and the learner gets a message saying why.
+2. sanitise nbgrader restores locked and test cells from the gradebook (per learner: one
+            broken submission cannot stop the others).
+3. execute  In parallel (--jobs), each notebook runs in its own sandbox; test cells run in
+            the trusted grader with the learner's functions as proxies (grader.execute).
+4. record   nbgrader saves the scores in the gradebook; feedback (hidden tests removed)
+            and a CSV follow.
 """
 from __future__ import annotations
 
 import csv
+import json
+import os
+import shutil
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+import nbformat
+
 from grader.build import course_root, run_nbgrader
+from grader.sandbox.client import paths_to_hide
+
+MAX_NOTEBOOK_BYTES = 20 * 2**20
+SANDBOX_UID_BASE = 61000  # one unprivileged uid per parallel slot when grading as root
 
 
-def submitted_students(root: Path, assignment: str) -> list[str]:
-    return sorted(p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir())
+def load_config(root: Path):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
 
 
-def grade(assignment: str, root: Path | None = None, csv_path: Path | None = None) -> int:
-    """Autograde ``submitted/*/assignment``, write feedback and a CSV; returns an exit code."""
-    root = Path(root or course_root())
+def assignment_notebooks(root: Path, assignment: str) -> list[str]:
+    return sorted(p.stem for p in (root / "source" / assignment).glob("*.ipynb"))
+
+
+def check_notebook_file(path: Path) -> str | None:
+    """None if ``path`` is a readable notebook, else a message for the learner."""
+    if path.is_symlink() or not path.is_file():
+        return "is not a regular file"
+    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+        return f"is larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB"
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "is not UTF-8 text (was it saved with another encoding?)"
+    try:
+        json.loads(text)
+    except ValueError as error:
+        return f"is not valid JSON, perhaps truncated ({error.msg} at line {error.lineno})"
+    try:
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+    except Exception as error:  # noqa: BLE001 - nbformat raises several kinds
+        return f"is not a valid Jupyter notebook ({str(error).splitlines()[0][:200]})"
+    return None
+
+
+def mirror_submission(root: Path, work: Path, assignment: str, student: str) -> list[str]:
+    """Copy one learner's submission into the private mirror; returns messages for the learner."""
+    source = root / "submitted" / student / assignment
+    target = work / "submitted" / student / assignment
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    messages = []
+    for path in sorted(source.iterdir()):
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_NOTEBOOK_BYTES:
+            shutil.copyfile(path, target / path.name)
+    for timestamp in ["timestamp.txt"]:
+        if (source / timestamp).is_file():
+            shutil.copyfile(source / timestamp, target / timestamp)
+    expected = assignment_notebooks(root, assignment)
+    found = sorted(p.name for p in source.glob("*.ipynb"))
+    for notebook in expected:
+        path = source / f"{notebook}.ipynb"
+        if not path.exists():
+            messages.append(f"{notebook}.ipynb is missing from the submission (found: {', '.join(found) or 'no notebook'}); "
+                            "it scores zero. Submit the notebook under its original name.")
+            continue
+        problem = check_notebook_file(path)
+        if problem:
+            messages.append(f"{notebook}.ipynb {problem}; it could not be graded and scores zero.")
+            shutil.copyfile(root / "release" / assignment / f"{notebook}.ipynb", target / f"{notebook}.ipynb")
+    return messages
+
+
+def sandbox_options(root: Path, work: Path, slot: int) -> dict:
+    extra_roots = [Path(__file__).resolve().parent.parent]  # the grader's own checkout, if it is a course
+    extra_roots = [r for r in extra_roots if (r / "nbgrader_config.py").exists() and r != root]
+    config = load_config(root)
+    exchange = [Path(config.Exchange.root)] if "Exchange" in config and "root" in config.Exchange else [
+        Path("/srv/nbgrader/exchange")]
+    return {"mode": os.environ.get("LNCOURSE_ISOLATION", "auto"), "hide": paths_to_hide([root, *extra_roots], exchange),
+            "uid": SANDBOX_UID_BASE + slot, "scratch": str(work / "sandboxes")}
+
+
+_slot = None
+
+
+def _init_slot(counter):
+    global _slot
+    with counter.get_lock():
+        _slot = counter.value
+        counter.value += 1
+
+
+def _execute_task(args):
+    from grader.execute import execute_submission
+
+    root, work, assignment, student, notebook = args
+    root, work = Path(root), Path(work)
+    started = time.monotonic()
+    result = execute_submission(str(root / "autograded" / student / assignment / f"{notebook}.ipynb"),
+                                str(root / "source" / assignment / f"{notebook}.ipynb"),
+                                sandbox_options(root, work, _slot or 0))
+    out = work / "results" / student / f"{notebook}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result))
+    return student, notebook, time.monotonic() - started, result["notes"], result.get("isolation")
+
+
+def progress(done: int, total: int, started: float) -> None:
+    elapsed = time.monotonic() - started
+    eta = elapsed / done * (total - done) if done else 0
+    bar = "#" * int(30 * done / total) + "-" * (30 - int(30 * done / total))
+    print(f"\r[{bar}] {done}/{total}  elapsed {elapsed:5.1f}s  eta {eta:5.1f}s", end="", file=sys.stderr, flush=True)
+
+
+def grade(assignment: str, root: Path | None = None, csv_path: Path | None = None, jobs: int | None = None) -> int:
+    """Grade every submission of ``assignment``; returns an exit code (0 even if submissions fail)."""
+    import multiprocessing
+
+    root = Path(root or course_root()).resolve()
     csv_path = Path(csv_path or root / "build" / "grades.csv")
-    students = submitted_students(root, assignment)
+    jobs = jobs or os.cpu_count() or 1
+    students = sorted(p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir())
     if not students:
         print(f"no submissions found under {root / 'submitted'}/*/{assignment}", file=sys.stderr)
         return 1
-    if not (root / "release" / assignment).exists() or not (root / "source" / assignment / f"{assignment}.ipynb").exists():
+    if not (root / "source" / assignment / f"{assignment}.ipynb").exists() or not (root / "release" / assignment).exists():
         from grader.build import build
 
         build(root, [assignment])
-    for step in (("autograde", assignment, "--create", "--force"), ("generate_feedback", assignment, "--force")):
-        result = run_nbgrader(root, *step)
-        if result.returncode != 0:
-            print(result.stdout + result.stderr, file=sys.stderr)
-            print(f"nbgrader {step[0]} reported errors (see above); grades of the others are kept", file=sys.stderr)
+    work = root / "build" / "grading" / assignment
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "sandboxes").mkdir(parents=True)
+    os.chmod(work / "sandboxes", 0o711)  # sandbox uids reach their own folder, list nothing
+    config = load_config(root)
+    from grader.nbgrader_steps import run_phase
+
+    messages: dict[str, list[str]] = {}
+    submitted_dir = os.path.relpath(work / "submitted", root)
+    ready = []
+    for student in students:
+        messages[student] = mirror_submission(root, work, assignment, student)
+        try:
+            run_phase(config, root, assignment, student, "sanitize", submitted_dir)
+        except Exception as error:  # noqa: BLE001 - bad nbgrader metadata, duplicated cells...
+            messages[student].append(f"nbgrader could not read the submission ({type(error).__name__}: "
+                                     f"{str(error)[:300]}); it was graded as blank.")
+            for notebook in assignment_notebooks(root, assignment):
+                shutil.copyfile(root / "release" / assignment / f"{notebook}.ipynb",
+                                work / "submitted" / student / assignment / f"{notebook}.ipynb")
+            run_phase(config, root, assignment, student, "sanitize", submitted_dir)
+        ready += [(student, nb) for nb in assignment_notebooks(root, assignment)
+                  if (root / "autograded" / student / assignment / f"{nb}.ipynb").exists()]
+
+    started, seconds, isolation = time.monotonic(), {}, None
+    counter = multiprocessing.Value("i", 0)
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot, initargs=(counter,)) as pool:
+        futures = [pool.submit(_execute_task, (str(root), str(work), assignment, s, nb)) for s, nb in ready]
+        for done, future in enumerate(as_completed(futures), 1):
+            student, notebook, duration, notes, isolation = future.result()
+            seconds[(student, notebook)] = duration
+            messages[student] += [f"{notebook}: {note}" for note in notes]
+            progress(done, len(futures), started)
+    print(file=sys.stderr)
+
+    for student in students:
+        try:
+            run_phase(config, root, assignment, student, "record", submitted_dir, str(work / "results"))
+        except Exception as error:  # noqa: BLE001
+            messages[student].append(f"recording the grade failed: {type(error).__name__}: {str(error)[:300]}")
+    result = run_nbgrader(root, "generate_feedback", assignment, "--force")
+    if result.returncode != 0:
+        print(result.stdout + result.stderr, file=sys.stderr)
     result = run_nbgrader(root, "export", f"--to={csv_path}")
     if result.returncode != 0:
         print(result.stdout + result.stderr, file=sys.stderr)
         return 1
-    print_scores(csv_path, assignment)
+    (work / "messages.json").write_text(json.dumps(messages, indent=1))
+    mode = (isolation or {}).get("mode", "unknown")
+    print(f"isolation: {mode}; {len(ready)} notebooks executed in {time.monotonic() - started:.1f}s with {jobs} jobs")
+    print_scores(csv_path, assignment, messages)
     return 0
 
 
-def print_scores(csv_path: Path, assignment: str) -> None:
+def print_scores(csv_path: Path, assignment: str, messages: dict[str, list[str]]) -> None:
     with open(csv_path, newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["assignment"] == assignment]
     width = max([len("student")] + [len(r["student_id"]) for r in rows])
-    print(f"{'student':<{width}}  score / max")
+    print(f"{'student':<{width}}  score / max   notes")
     for r in sorted(rows, key=lambda r: r["student_id"]):
-        print(f"{r['student_id']:<{width}}  {float(r['raw_score']):5.1f} / {float(r['max_score']):.1f}")
-    print(f"scores written to {csv_path}")
+        notes = "; ".join(messages.get(r["student_id"], []))
+        print(f"{r['student_id']:<{width}}  {float(r['raw_score']):5.1f} / {float(r['max_score']):<5.1f} {notes[:200]}")
+    print(f"scores written to {csv_path}; messages in build/grading/{assignment}/messages.json")

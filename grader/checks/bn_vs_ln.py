@@ -1,0 +1,477 @@
+"""Checks for 01_bn_vs_ln: layernorm, batch_norm in training mode, and the causality probe.
+
+Oracles: ``torch.nn.functional.layer_norm`` and ``torch.nn.functional.batch_norm`` with
+``training=True``, both in float64, and properties. When an answer is wrong the diagnosis
+is read off the answer itself: along which axes it is centred, the scale it implies per
+group of statistics (sqrt(var + eps) or a classic wrong one), whether the gain and shift
+sit where they belong, whether each token comes out right when it is alone.
+
+The probe ``leaks_future(norm, x, t)`` is pointed at a set of functions whose dependence
+on later tokens is known by construction (causal ones and leaky ones, a leak that skips
+position t, one that is tiny, one that hides behind zero padding). Those functions are test
+inputs, not exercises. The probe is watched while it runs: every array it hands to ``norm``
+is recorded, and a wrong answer is explained from what it changed and what it compared.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from grader import oracles
+from grader.compare import assert_close, call_learner, fail, passed, preview, strict_array
+from grader.numerics import random_input, relative_error
+
+RTOL = 1e-7          # float64 implementations agree with torch to ~1e-14; 1e-7 means another formula
+MATCH = 1e-9         # how closely an implied scale must fit a known mistake to be named
+WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
+
+
+# --------------------------------------------------------------------------- oracles
+
+
+def _torch_batch_norm(x: np.ndarray, eps: float, gamma=None, beta=None) -> np.ndarray:
+    """``torch.nn.functional.batch_norm(training=True)`` over every axis but the last, float64.
+
+    torch refuses a batch of one token per feature; stacking the rows twice leaves the mean
+    and the biased variance unchanged, so that case is answered from the doubled batch.
+    """
+    import torch
+
+    d = x.shape[-1]
+    flat = np.asarray(x, dtype=np.float64).reshape(-1, d)
+    n = flat.shape[0]
+    if n == 1:
+        flat = np.concatenate([flat, flat])
+    weight = None if gamma is None else torch.tensor(np.asarray(gamma, dtype=np.float64))
+    bias = None if beta is None else torch.tensor(np.asarray(beta, dtype=np.float64))
+    with torch.no_grad():
+        y = torch.nn.functional.batch_norm(torch.tensor(flat), None, None, weight, bias, training=True, eps=eps)
+    return y.numpy()[:n].reshape(x.shape)
+
+
+def _two_pass(x: np.ndarray, axes: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and biased variance over ``axes`` (kept as size-1 axes), two passes in float64."""
+    mu = np.mean(x, axis=axes, keepdims=True)
+    return mu, np.mean((x - mu) ** 2, axis=axes, keepdims=True)
+
+
+# ---------------------------------------------------------------- naming the mistake
+
+
+def _axis_sets(ndim: int) -> list[tuple[tuple, str]]:
+    """Candidate reduction axes of an (..., d) input, each with plain words for it."""
+    last = (ndim - 1,)
+    leading = tuple(range(ndim - 1))
+    sets = [(last, "each token's own features (axis=-1): that is LayerNorm")]
+    if ndim >= 2:
+        sets.append((leading, f"every axis but the last (axis={leading}): that is BatchNorm"))
+    if ndim >= 3:
+        sets.append(((0,), "axis 0 only, the batch: for a (B, T, d) input BatchNorm averages over batch "
+                           "and positions together"))
+        sets.append(((ndim - 2,), f"the positions (axis={ndim - 2}) of each sequence, mixing past and future"))
+    if ndim >= 2:
+        sets.append((tuple(range(ndim)), "the whole array at once (no axis= at all)"))
+    return sets
+
+
+def _centred_over(z: np.ndarray, axes: tuple) -> bool:
+    size = max(float(np.max(np.abs(z))), 1.0)
+    return float(np.max(np.abs(np.mean(z, axis=axes)))) <= 1e-9 * size
+
+
+def _affine_cause(y, x_hat, gamma, beta) -> str | None:
+    """Name a misplaced gain or shift, given the right normalised x_hat."""
+    candidates = [
+        (x_hat * beta + gamma, "gamma and beta are swapped: you returned beta * x_hat + gamma. "
+                               "The gain gamma multiplies, the shift beta is added."),
+        (x_hat, "gamma and beta are ignored: you returned x_hat. Return gamma * x_hat + beta."),
+        (gamma * x_hat, "beta is ignored: add the shift, gamma * x_hat + beta."),
+        (x_hat + beta, "gamma is ignored: multiply by the gain, gamma * x_hat + beta."),
+        (gamma * (x_hat + beta), "the shift is added before the gain: gamma * (x_hat + beta) instead of "
+                                 "gamma * x_hat + beta."),
+        (gamma * x_hat - beta, "beta is subtracted instead of added."),
+    ]
+    for value, cause in candidates:
+        if relative_error(y, value) < MATCH:
+            return cause
+    return None
+
+
+def _scale_cause(z, x, axes, eps, n) -> str | None:
+    """Read the scale s' the learner divided by off z = (x - mu) / s', group by group.
+
+    std(z) = std(x) / s' over each group of statistics, so s' = std(x) / std(z). Compare it
+    with sqrt(var + eps) and the classic wrong scales.
+    """
+    _, var = _two_pass(x, axes)
+    _, var_z = _two_pass(z, axes)
+    if np.any(var_z <= 0) or np.any(var <= 0):
+        return None
+    implied = np.sqrt(var) / np.sqrt(var_z)
+    candidates = [
+        (np.sqrt(var * n / (n - 1) + eps) if n > 1 else None,
+         f"you used the unbiased variance, dividing by n - 1 = {n - 1} (np.var(..., ddof=1), or torch.var's "
+         f"default). The normalisation divides by n = {n}, so every output is about sqrt((n-1)/n) = "
+         f"{np.sqrt((n - 1) / n) if n > 1 else 0:.4f} times the right one."),
+        (np.sqrt(var) + eps, "eps is outside the square root: s = sqrt(var) + eps instead of sqrt(var + eps). "
+                             "See it with eps=1.0 on a nearly constant input, where the two differ most."),
+        (np.sqrt(var) if eps > 0 else None, f"eps is ignored: you divided by sqrt(var), but eps = {eps} was passed; "
+                                            "use sqrt(var + eps)."),
+        (np.sqrt(var + 1e-5) if eps != 1e-5 else None,
+         f"you used eps = 1e-5 whatever eps was passed (here eps = {eps}): use the eps argument."),
+        (var + eps, "you divided by the variance (plus eps) instead of its square root, s = sqrt(var + eps)."),
+        (var, "you divided by the variance instead of s = sqrt(var + eps)."),
+        (np.ones_like(var), "you did not divide by s = sqrt(var + eps) at all."),
+    ]
+    right = np.sqrt(var + eps)
+    if np.max(np.abs(implied / right - 1)) <= MATCH:
+        return None
+    for value, cause in candidates:
+        if value is not None and np.max(np.abs(implied / value - 1)) <= MATCH:
+            return cause
+    return None
+
+
+def _stats_cause(z, x, eps, axes, kind, offset_large=False) -> str:
+    """Why z, the output for gamma = 1 and beta = 0, differs from the right x_hat."""
+    right_axes = ("each token's own features: axis=-1, keepdims=True." if kind == "LayerNorm"
+                  else "every axis but the last: axis=tuple(range(x.ndim - 1)).")
+    centred = _centred_over(z, axes)
+    # Centred over some axes implies centred over every superset of them, so the smallest
+    # set the output is centred over is the one the statistics were taken over.
+    sets = sorted(_axis_sets(x.ndim), key=lambda item: int(np.prod([x.shape[a] for a in item[0]])))
+    for other, words in sets:
+        if _centred_over(z, other):
+            if other != axes and not (centred and set(axes) <= set(other)):
+                return f"your statistics are taken over {words}. {kind} needs {right_axes}"
+            break
+    if centred:
+        n = int(np.prod([x.shape[a] for a in axes]))
+        cause = _scale_cause(z, x, axes, eps, n)
+        if cause:
+            return cause
+    else:
+        _, var_z = _two_pass(z, axes)
+        _, var = _two_pass(x, axes)
+        if np.all(var_z > 0) and np.allclose(np.sqrt(var / var_z), np.sqrt(var + eps), rtol=1e-9, atol=0):
+            return ("the output is not centred: you divided by s = sqrt(var + eps) but did not subtract the "
+                    "mean mu first.")
+    if offset_large:
+        return ("the input has a large offset (|mean| much larger than the spread). Computing the variance as "
+                "mean(x**2) - mean(x)**2 cancels catastrophically there (notebook 06); use mean((x - mu)**2).")
+    if centred:
+        _, var = _two_pass(x, axes)
+        _, var_z = _two_pass(z, axes)
+        if np.all(var_z > 0):
+            ratio = float(np.median(np.sqrt(var / var_z) / np.sqrt(var + eps)))
+            return (f"the mean is right but the scale is not: you divided by about {ratio:.6g} times "
+                    "sqrt(var + eps), where var is the biased variance.")
+    return "compare your statistics with the formula term by term: mean, biased variance, sqrt(var + eps)."
+
+
+def _call(function, args, what, x_shape, kind):
+    """call_learner, turning a broadcasting ValueError into a keepdims diagnosis."""
+    message = None
+    try:
+        return call_learner(function, *args, what=what)
+    except ValueError as error:
+        if "broadcast" not in str(error):
+            raise
+        message = str(error)
+    lead = x_shape[:-1]
+    hint = (f"a reduction without keepdims=True: x.mean(axis=-1) has shape {lead}, which does not line up "
+            f"with x of shape {x_shape} (numpy aligns shapes from the right). Use keepdims=True, giving "
+            f"shape {lead + (1,)}." if kind == "LayerNorm" else
+            "statistics whose shape does not broadcast against x; BatchNorm's mean over every axis but the last "
+            f"has shape ({x_shape[-1]},) or, with keepdims=True, {(1,) * (len(x_shape) - 1) + (x_shape[-1],)}.")
+    fail(f"{what} raised ValueError: {message}\nLikely cause: {hint}")
+
+
+def _params(d, seed, gamma, beta):
+    if gamma is None:
+        gamma = 1.0 + 0.5 * random_input((d,), seed=seed + 101)
+    if beta is None:
+        beta = random_input((d,), seed=seed + 202)
+    return np.array(gamma, dtype=np.float64), np.array(beta, dtype=np.float64)
+
+
+def _check_norm(function, name, kind, x, eps, gamma, beta, axes, oracle, offset_large):
+    """Shared flow of the two forward checks. Returns nothing; fails with a diagnosis."""
+    d = x.shape[-1]
+    ones, zeros = np.ones(d), np.zeros(d)
+    what0 = f"{name}(x, gamma=ones, beta=zeros, eps={eps}) for x of shape {x.shape}"
+    z = strict_array(_call(function, (x, ones, zeros, eps), what0, x.shape, kind), what0, x.shape)
+    x_hat = oracle(x, eps, None, None)
+    if relative_error(z, x_hat, floor=1.0) > RTOL:
+        cause = _affine_cause(z, x_hat, ones, zeros) or _stats_cause(z, x, eps, axes, kind, offset_large)
+        if kind == "LayerNorm" and x.ndim >= 2 and "statistics are taken over" not in cause:
+            cause = _token_alone_cause(function, x, eps, x_hat) or cause
+        assert_close(z, x_hat, what0, f"torch {kind.lower()}, float64", RTOL, cause, floor=1.0)
+    what = f"{name}(x, gamma, beta, eps={eps}) for x of shape {x.shape}"
+    y = strict_array(_call(function, (x, gamma, beta, eps), what, x.shape, kind), what, x.shape)
+    expected = oracle(x, eps, gamma, beta)
+    cause = _affine_cause(y, x_hat, gamma, beta)
+    assert_close(y, expected, what, f"torch {kind.lower()}, float64", RTOL,
+                 cause or "with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are used: "
+                          "y = gamma * x_hat + beta, both of shape (d,), applied to every token.",
+                 floor=float(np.max(np.abs(beta)) + np.max(np.abs(gamma))))
+
+
+def _token_alone_cause(function, x, eps, x_hat) -> str | None:
+    """If single tokens come out right but the batch does not, the axis or the broadcasting is wrong."""
+    d = x.shape[-1]
+    rows, expected = x.reshape(-1, d), x_hat.reshape(-1, d)
+    for i in sorted({0, rows.shape[0] - 1}):
+        what = f"layernorm(x[{i}], ...) for one token"
+        try:
+            alone = call_learner(function, rows[i].copy(), np.ones(d), np.zeros(d), eps, what=what)
+        except (ValueError, IndexError):
+            return None
+        if type(alone) is not np.ndarray or alone.shape != (d,) or relative_error(alone, expected[i]) > RTOL:
+            return None
+    return ("one token at a time your function is right, but not on the whole array: the statistics are "
+            "computed over, or broadcast against, the wrong axis. A mean without keepdims=True on a square "
+            "input lines up token i's mean with feature i instead of with token i (x - x.mean(axis=-1) "
+            "runs without an error when T == d). Use axis=-1, keepdims=True.")
+
+
+# ---------------------------------------------------------------------- layernorm
+
+
+def _ln_oracle(x, eps, gamma, beta):
+    return oracles.layer_norm(x, eps, gamma, beta)
+
+
+def check_layernorm(layernorm, shape=None, eps=1e-5, seed=0, scale=1.0, offset=0.0, gamma=None, beta=None):
+    """Compare ``layernorm(x, gamma, beta, eps)`` with torch's layer_norm for x: (..., d).
+
+    Without ``shape``: the worked example (2, 4, 6, 8), a (2, 3, 5) batch with random gain and
+    shift, a square (4, 4) input, and a nearly constant (3, 4) input with eps = 1.0.
+    """
+    if shape is None:
+        cases = [(WORKED_EXAMPLE, 1e-5), (random_input((2, 3, 5), seed=seed), 1e-5),
+                 (random_input((4, 4), seed=seed + 1), 1e-5),
+                 (random_input((3, 4), seed=seed + 2, scale=1e-2, offset=3.0), 1.0)]
+    else:
+        cases = [(random_input(tuple(shape), seed=seed, scale=scale, offset=offset), eps)]
+    for x, eps_case in cases:
+        g, b = _params(x.shape[-1], seed, gamma, beta)
+        large = abs(offset) > 100 * scale
+        _check_norm(layernorm, "layernorm", "LayerNorm", x, eps_case, g, b, (x.ndim - 1,), _ln_oracle, large)
+        shown = "(2, 4, 6, 8)" if x is WORKED_EXAMPLE else f"shape {x.shape}"
+        passed(f"layernorm matches torch.nn.functional.layer_norm for x of {shown}, eps={eps_case}")
+
+
+# ---------------------------------------------------------------------- batch_norm
+
+
+def check_batch_norm(batch_norm, shape=None, eps=1e-5, seed=0, scale=1.0, offset=0.0, gamma=None, beta=None):
+    """Compare ``batch_norm(x, gamma, beta, eps)`` with torch's batch_norm(training=True).
+
+    Statistics over every axis but the last. Without ``shape``: a (2, 3, 5) batch of
+    sequences, an (8, 4) batch of vectors, and a nearly constant (3, 2, 4) input with eps = 1.0.
+    """
+    if shape is None:
+        cases = [(random_input((2, 3, 5), seed=seed), 1e-5), (random_input((8, 4), seed=seed + 1), 1e-5),
+                 (random_input((3, 2, 4), seed=seed + 2, scale=1e-2, offset=-2.0), 1.0)]
+    else:
+        cases = [(random_input(tuple(shape), seed=seed, scale=scale, offset=offset), eps)]
+    for x, eps_case in cases:
+        if x.ndim < 2:
+            raise ValueError("batch_norm needs at least two axes: (N, d)")
+        g, b = _params(x.shape[-1], seed, gamma, beta)
+        large = abs(offset) > 100 * scale
+        _check_norm(batch_norm, "batch_norm", "BatchNorm", x, eps_case, g, b, tuple(range(x.ndim - 1)),
+                    _torch_batch_norm, large)
+        passed(f"batch_norm matches torch.nn.functional.batch_norm(training=True) for x of shape {x.shape}, "
+               f"eps={eps_case}")
+
+
+# ------------------------------------------------------------------ the probe's targets
+# Functions (B, T, d) -> (B, T, d) whose dependence on later positions is known by
+# construction. They are what the probe is pointed at, not solutions of an exercise.
+
+
+def _target_layer_norm(x):
+    return oracles.layer_norm(np.asarray(x, dtype=np.float64), 1e-5)
+
+
+def _target_batch_norm(x):
+    return _torch_batch_norm(np.asarray(x, dtype=np.float64), 1e-5)
+
+
+def _target_time_norm(x):
+    """Each sequence and feature standardised over its positions (axis 1): a classic leak."""
+    x = np.asarray(x, dtype=np.float64)
+    centred = x - x.mean(axis=1, keepdims=True)
+    return centred / np.sqrt(np.mean(centred**2, axis=1, keepdims=True) + 1e-5)
+
+
+def _target_prefix_norm(x):
+    """Causal: position t standardised with the mean and variance of positions 0..t (per feature)."""
+    x = np.asarray(x, dtype=np.float64)
+    count = np.arange(1, x.shape[1] + 1).reshape(1, -1, 1)
+    mean = np.cumsum(x, axis=1) / count
+    mean_sq = np.cumsum(x * x, axis=1) / count
+    return (x - mean) / np.sqrt(np.maximum(mean_sq - mean * mean, 0.0) + 1e-5)
+
+
+def _target_lookahead(k):
+    def lookahead(x):
+        """Position s reads the token k places ahead (zero past the end): a leak of reach k."""
+        x = np.asarray(x, dtype=np.float64)
+        ahead = np.zeros_like(x)
+        ahead[:, : max(x.shape[1] - k, 0)] = x[:, k:]
+        return x - ahead
+    return lookahead
+
+
+def _target_faint_leak(x):
+    """LayerNorm plus 1e-7 times the last token: a leak too small for np.allclose to notice."""
+    x = np.asarray(x, dtype=np.float64)
+    return _target_layer_norm(x) + 1e-7 * x[:, -1:, :]
+
+
+def _target_tanh(x):
+    return np.tanh(np.asarray(x, dtype=np.float64))
+
+
+@dataclass
+class _Case:
+    norm: Callable
+    description: str
+    x: np.ndarray
+    t: int
+    leaks: bool
+
+
+class _Recorder:
+    """Wraps a target so that the check sees every array the probe passed to it."""
+
+    def __init__(self, norm):
+        self.norm, self.inputs = norm, []
+
+    def __call__(self, x):
+        self.inputs.append(np.array(x, dtype=np.float64, copy=True))
+        return self.norm(x)
+
+
+def _probe_cases(shape, seed) -> list[_Case]:
+    B, T, d = shape
+    if T < 2:
+        raise ValueError("the probe needs at least two positions, T >= 2")
+    mid = min(T // 2, T - 2)  # a position with at least one token after it
+    x = random_input(shape, seed=seed)
+    padded = x.copy()
+    cut = max(T // 2 - 1, 0)
+    padded[:, cut + 1:] = 0.0  # every sequence ends at position cut; the rest is zero padding
+    cases = [
+        _Case(_target_layer_norm, "LayerNorm (statistics per token)", x, mid, False),
+        _Case(_target_batch_norm, "BatchNorm over batch and positions", x, mid, True),
+        _Case(_target_time_norm, "statistics over positions, per sequence", x, 0, True),
+        _Case(_target_prefix_norm, "causal statistics over positions 0..t", x, mid, False),
+        _Case(_target_tanh, "tanh, elementwise", x, 1, False),
+        _Case(_target_batch_norm, "BatchNorm over batch and positions, at the last position", x, T - 1, False),
+    ]
+    if T >= 3:
+        cases += [
+            _Case(_target_lookahead(2), "a function whose position s reads position s + 2", x, 0, True),
+            _Case(_target_lookahead(2), "a function whose position s reads position s + 2", x, T - 2, True),
+            _Case(_target_lookahead(1), "a function whose position s reads position s + 1", x, T - 2, True),
+        ]
+    cases += [
+        _Case(_target_batch_norm, "BatchNorm, on sequences zero-padded after position t", padded, cut, True),
+        _Case(_target_faint_leak, "LayerNorm plus 1e-7 times the last token", x, 0, True),
+    ]
+    return cases
+
+
+def _changed_positions(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Positions (axis 1) where two (B, T, d) arrays differ anywhere."""
+    return np.flatnonzero(np.any(a != b, axis=(0, 2)))
+
+
+def _probe_cause(case: _Case, answer: bool, recorder: _Recorder) -> str:
+    x, t, T = case.x, case.t, case.x.shape[1]
+    calls = recorder.inputs
+    if not calls:
+        return ("your probe never called norm, so its answer cannot depend on norm. Run norm on x and on a copy "
+                "of x whose tokens after t are changed, then compare the outputs at positions 0..t.")
+    same = [c for c in calls if c.shape == x.shape]
+    past = sorted({int(p) for c in same for p in _changed_positions(c, x) if p <= t})
+    if past:
+        return (f"your probe changed x at position(s) {past}, which are not after t = {t}. The future starts at "
+                f"t + 1: change x[:, t + 1:] only. (Changing position t changes output t even for LayerNorm.)")
+    future = sorted({int(p) for c in same for p in _changed_positions(c, x) if p > t})
+    shorter = [c for c in calls if c.shape != x.shape]
+    if case.leaks and not answer:
+        if not future and not shorter:
+            padded = bool(t + 1 < T and np.all(x[:, t + 1:] == 0))
+            return ("none of the arrays your probe passed to norm differs from x after position t, so nothing "
+                    "could change." + (" Here the tokens after t are zero padding: setting them to zero changes "
+                                       "nothing. Add something nonzero instead (e.g. 1 + random noise)."
+                                       if padded else " Did you modify x in place and then run norm on x twice?"))
+        if future == [t + 1] and t + 2 < T and not shorter:
+            return (f"your probe only changed token t + 1 = {t + 1}, but a leak can come from any later position "
+                    f"(here {case.description}). Change every token after t: x[:, t + 1:].")
+        baseline = case.norm(x)
+        change = np.zeros(t + 1)
+        for c in same:
+            diff = np.abs(case.norm(c) - baseline)[:, : t + 1]
+            change = np.maximum(change, diff.max(axis=(0, 2)))
+        if same and np.any(change > 0):
+            where = [int(p) for p in np.flatnonzero(change > 0)]
+            biggest = float(change.max())
+            if biggest < 1e-5:
+                return (f"with the inputs your probe built, the outputs at positions <= t moved by up to "
+                        f"{biggest:.1e}, yet it answered False: your comparison is too tolerant (np.allclose's "
+                        "default atol is 1e-8 plus 1e-5 relative). Any change counts: compare exactly "
+                        "(np.array_equal) or with a tolerance far below the change.")
+            if t not in where:
+                return (f"with the inputs your probe built, outputs moved at position(s) {where} but not at t = {t}, "
+                        "yet it answered False. Compare every position 0..t (out[:, :t + 1]), not only "
+                        "position t or the last one you kept.")
+            return (f"with the inputs your probe built, outputs moved at position(s) {where} <= t, yet it answered "
+                    "False. Check the slice you compare: out[:, :t + 1] (positions 0..t).")
+        return f"norm here is {case.description}, which does read tokens after t; your probe missed it."
+    if t == T - 1:
+        return ("t is the last position: there are no tokens after it, so nothing can leak and the answer is "
+                "False.")
+    baseline = case.norm(x)
+    moved = sorted({int(p) for c in same for p in _changed_positions(case.norm(c), baseline)})
+    if moved and max(moved) > t and all(p > t for p in moved):
+        return (f"norm here is {case.description}, which never reads the future; the outputs that moved are at "
+                f"positions {moved}, all after t = {t}. Compare only positions 0..t: out[:, :t + 1].")
+    return (f"norm here is {case.description}, which never reads tokens after t. Check that you compare the "
+            "outputs at positions 0..t only, after changing only the tokens after t.")
+
+
+def check_leaks_future(leaks_future, shape=(2, 6, 4), seed=0):
+    """Point ``leaks_future(norm, x, t)`` at functions with known answers; diagnose wrong ones.
+
+    x has ``shape`` (B, T, d). The functions: LayerNorm, BatchNorm, statistics over positions,
+    causal prefix statistics, tanh, look-ahead functions of reach 1 and 2, BatchNorm on
+    zero-padded sequences, and a leak of size 1e-7.
+    """
+    shape = tuple(shape)
+    cases = _probe_cases(shape, seed)
+    for case in cases:
+        recorder = _Recorder(case.norm)
+        what = f"leaks_future(norm, x, t={case.t}) for norm = {case.description}, x of shape {shape}"
+        answer = call_learner(leaks_future, recorder, case.x, case.t, what=what)
+        if not isinstance(answer, (bool, np.bool_)):
+            kind = type(answer).__module__ + "." + type(answer).__name__
+            hint = ""
+            if isinstance(answer, np.ndarray):
+                hint = f" (an array of shape {answer.shape}): reduce it to one answer, e.g. bool(np.any(changed))"
+            elif answer is None:
+                hint = ": did you forget the return statement?"
+            fail(f"{what} should return True or False, but returned {kind}{hint}.")
+        if bool(answer) != case.leaks:
+            fail(f"{what} returned {bool(answer)}, expected {case.leaks}.\n"
+                 f"  x = {preview(case.x)}\n"
+                 f"Likely cause: {_probe_cause(case, bool(answer), recorder)}")
+    passed(f"leaks_future answers all {len(cases)} cases right for x of shape {shape} (causal and leaky functions, "
+           "a leak that skips t, a tiny leak, zero padding)")

@@ -1,0 +1,460 @@
+"""Checks for 04_rmsnorm: RMSNorm forward and backward, for inputs of shape (..., d).
+
+Oracles: ``torch.nn.functional.rms_norm`` and autograd in float64 (private helpers
+below), float64 central differences of the learner's own forward, and high-precision
+statistics (the mean of squares in float64). Nothing here computes RMSNorm by hand.
+
+When an answer is wrong, the diagnosis comes from properties of what came back:
+
+* the *implied scale* gamma * x / y, which must be one number per token (its r);
+  matching it against statistics names the mistake (eps outside the square root, eps
+  ignored, a sum instead of a mean, the standard deviation, the wrong axis, keepdims);
+* sums along the features (LayerNorm's outputs and gradients sum to zero, RMSNorm's do not);
+* for the backward, a probe gradient perpendicular to x (it must come back divided by r
+  and nothing else) and the component of dx along x_hat (it must be almost zero);
+* the size of the error (float32 or half-precision arithmetic leaves a typical level).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from grader.compare import assert_close, call_learner, fail, passed, strict_array
+from grader.numerics import random_input, relative_error
+
+WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
+RTOL = {np.dtype(np.float64): 1e-9,   # float64 formulas agree to ~1e-14; 1e-9 leaves room, float32 does not fit
+        np.dtype(np.float32): 1e-5}   # float32 arithmetic lands near 1e-7; float16/bfloat16 statistics near 1e-3
+MATCH = {np.dtype(np.float64): 1e-7,  # how closely an implied quantity must match a candidate to name it
+         np.dtype(np.float32): 1e-4}
+FD_RTOL = 1e-6                        # central differences of a float64 forward: good to ~1e-9 relative
+
+
+# ---------------------------------------------------------------------------- oracles
+def _tensor(array):
+    import torch
+
+    return torch.tensor(np.asarray(array, dtype=np.float64), dtype=torch.float64)
+
+
+def _oracle_forward(x, gamma, eps):
+    """torch's RMSNorm in float64. x: (..., d), gamma: (d,) or None."""
+    import torch
+
+    weight = None if gamma is None else _tensor(gamma)
+    with torch.no_grad():
+        return torch.nn.functional.rms_norm(_tensor(x), (x.shape[-1],), weight, eps).numpy()
+
+
+def _oracle_grads(dy, x, gamma, eps):
+    """Autograd (dx, dgamma) of sum(dy * rms_norm(x, gamma)) in float64."""
+    import torch
+
+    xt, wt = _tensor(x).requires_grad_(True), _tensor(gamma).requires_grad_(True)
+    y = torch.nn.functional.rms_norm(xt, (x.shape[-1],), wt, eps)
+    dx, dgamma = torch.autograd.grad(y, (xt, wt), grad_outputs=_tensor(dy))
+    return dx.numpy(), dgamma.numpy()
+
+
+def _mean_square(x):
+    """Per-token mean of squares in float64, shape (..., 1): a statistic, not the exercise."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.mean(x * x, axis=-1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------- inputs
+def _gamma(d, seed):
+    """A gain that is far from uniform, has both signs and stays away from zero."""
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0.5, 2.0, d) * rng.choice([-1.0, 1.0], d, p=[0.25, 0.75])
+
+
+def _input(shape, seed, scale, offset, tiny_rows):
+    x = random_input(shape, seed=seed, scale=scale, offset=offset)
+    if tiny_rows and len(shape) > 1:
+        tokens = int(np.prod(shape[:-1]))
+        # token scales from 1e-6 to 10: the smallest rows have a mean square far below eps
+        x = x * np.logspace(-6, 1, tokens).reshape(shape[:-1] + (1,))
+    return x
+
+
+# ---------------------------------------------------------------------------- calling
+def _call(function, *args, what, **kwargs):
+    """call_learner, turning numpy's broadcasting and axis errors into a diagnosis."""
+    message = None
+    try:
+        return call_learner(function, *args, what=what, **kwargs)
+    except ValueError as error:  # AxisError is a ValueError too
+        text = str(error)
+        if "could not be broadcast" in text:
+            message = (f"{what} raised ValueError: {text}\nLikely cause: a reduction over the features lost its axis. "
+                       "Reduce with axis=-1, keepdims=True, so that r has shape (..., 1) and divides every feature "
+                       "of its own token.")
+        elif "out of bounds" in text:
+            message = (f"{what} raised {type(error).__name__}: {text}\nLikely cause: a fixed axis number such as "
+                       "axis=1 or axis=2. Use axis=-1 (the features are always the last axis), so that the same code "
+                       "works for (d,), (T, d) and (B, T, d).")
+        else:
+            raise
+    fail(message)
+
+
+def _strict(value, what, shape, dtype):
+    """strict_array with messages about float32 in -> float32 out."""
+    dtype = np.dtype(dtype)
+    if isinstance(value, np.ndarray) and value.dtype != dtype and value.dtype.kind == "f":
+        if dtype == np.float32 and value.dtype == np.float64:
+            fail(f"{what} returned dtype float64 for a float32 input; float32 in must give float32 out.\n"
+                 "Likely cause: computing the statistics in float64 is fine (it is the upcast LLaMA's RMSNorm does), "
+                 "but the result must be cast back: return (...).astype(x.dtype). A float64 gamma or a "
+                 "np.float64 constant also promotes the result.")
+        if dtype == np.float64 and value.dtype in (np.float32, np.float16):
+            fail(f"{what} returned dtype {value.dtype} for a float64 input.\n"
+                 f"Likely cause: a cast to {value.dtype} (x.astype(np.{value.dtype}) or a torch float32 tensor). "
+                 "Keep the input's precision: return x.dtype.")
+    return strict_array(value, what, shape, dtype)
+
+
+def _allclose_rel(a, b, tol):
+    """Every entry of a within a relative tol of b (b nonzero), same shape."""
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    return bool(a.size) and bool(np.all(np.abs(a - b) <= tol * np.abs(b)))
+
+
+def _precision_cause(error, dtype):
+    if dtype == np.float64 and error < 1e-5:
+        return (f"the error ({error:.1e}) is the size of float32 rounding, not a formula mistake: part of your "
+                "computation ran in float32 (np.float32, .astype, or a torch tensor created in float32). "
+                "Keep float64 for a float64 input.")
+    if dtype == np.float32 and error < 5e-2:
+        return (f"the error ({error:.1e}) is the size of half-precision rounding (float16 keeps 11 significant bits, "
+                "bfloat16 8): the statistics were computed or accumulated in float16/bfloat16. Compute the mean of "
+                "squares in float32 at least (upcast, normalise, cast back).")
+    return None
+
+
+# ---------------------------------------------------------------------------- forward
+def _implied_scale_cause(y, x, gamma, eps, tol):
+    """Read the learner's r off gamma * x / y and name it if it is a classic wrong one."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        implied = gamma * x / y
+    mask = (np.abs(y) > 0) & (np.abs(x) > 0) & np.isfinite(implied)
+    if mask.sum() < max(3, x.size // 2):
+        return None
+    d = x.shape[-1]
+    ms = _mean_square(x)
+    centred = x - x.mean(axis=-1, keepdims=True)
+    var = np.mean(centred * centred, axis=-1, keepdims=True)
+    candidates = [
+        (np.sqrt(ms + eps), None),
+        (np.sqrt(ms) + eps, "eps is outside the square root: r must be sqrt(mean(x**2) + eps), not "
+                            "sqrt(mean(x**2)) + eps. Rows with a small mean square show it most."),
+        (np.sqrt(d * ms + eps), f"you summed the squares instead of averaging them, so your r is sqrt(d) = "
+                                f"{np.sqrt(d):.4g} times too large (np.sum where np.mean belongs, or the Euclidean "
+                                "norm np.linalg.norm(x)). RMSNorm divides by the root MEAN square, so its output has "
+                                "squared norm about d, not 1."),
+        (ms + eps, "you divided by the mean square itself: the square root is missing."),
+        (np.sqrt(var + eps), "you divided by the standard deviation (a variance around the mean). RMSNorm's statistic "
+                             "is the mean of the squares of x itself: no mean is subtracted anywhere."),
+        (np.sqrt(var * d / max(d - 1, 1) + eps), "you divided by the unbiased standard deviation. RMSNorm's statistic "
+                                                 "is sqrt(mean(x**2) + eps), with no mean and no d - 1."),
+    ]
+    if eps > 0:
+        candidates.insert(1, (np.sqrt(ms), f"eps is ignored: your r is sqrt(mean(x**2)) but eps = {eps} was passed. "
+                                            "Use sqrt(mean(x**2) + eps)."))
+    candidates.append((np.full_like(ms, np.sqrt(np.mean(x * x) + eps)),
+                       "one r for the whole array: the mean of squares was taken over every axis. Each token needs "
+                       "its own r: np.mean(x**2, axis=-1, keepdims=True)."))
+    for axis in range(x.ndim - 1):
+        other = np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps)
+        candidates.append((other, f"the mean of squares was taken over axis {axis} (across tokens) instead of the "
+                                  "features. Use axis=-1, keepdims=True: each token is normalised by itself."))
+    if x.ndim == 2 and x.shape[0] == d:
+        rows = np.sqrt(np.mean(x * x, axis=-1) + eps)  # shape (n,), broadcast along the features
+        candidates.append((np.broadcast_to(rows, x.shape), "keepdims=True is missing: your r has shape (n,) and "
+                           "numpy broadcast it along the features, so feature j was divided by token j's r. Reduce "
+                           "with axis=-1, keepdims=True."))
+    for candidate, cause in candidates:
+        candidate = np.broadcast_to(candidate, x.shape)
+        if _allclose_rel(implied[mask], candidate[mask], tol):
+            return cause
+    if not np.all(mask.any(axis=-1)):
+        return None
+    largest = np.max(np.where(mask, implied, -np.inf), axis=-1)
+    smallest = np.min(np.where(mask, implied, np.inf), axis=-1)
+    if not np.all(smallest > 0):
+        return None
+    true_r = np.sqrt(ms[..., 0] + eps)
+    if np.max(largest / smallest - 1) <= 1e-3 and np.all(largest < true_r * (1 - 1e-3)):
+        shortfall = 100 * float(np.max(1 - smallest / true_r))
+        return (f"your r is one number per token, as it should be, but too small (by up to {shortfall:.3g} %): "
+                "the sum of squares lost terms. That is what a running sum in a low precision does: in bfloat16 "
+                "(8 significant bits) it stops growing once the total is about 256 times the next term. Accumulate "
+                "in float32 or wider (upcast, normalise, cast back).")
+    if np.max(largest / smallest - 1) > 1e-3:
+        return ("gamma * x / y is not one number per token: every feature of a token must be divided by the same r. "
+                "Check the axis of the reduction (axis=-1, keepdims=True) and that nothing else depends on the "
+                "feature index. See it: print(gamma * x / rms_norm(x, gamma)).")
+    return None
+
+
+def _forward_cause(y, x, gamma, eps, expected, dtype):
+    tol = MATCH[np.dtype(dtype)]
+    d = x.shape[-1]
+    if d > 1 and np.all(gamma != 0):
+        per_token = y / gamma
+        size = float(np.max(np.abs(per_token))) or 1.0
+        zero_sum = np.max(np.abs(np.sum(per_token, axis=-1))) <= 1e-6 * size * d
+        reference_sum = np.max(np.abs(np.sum(expected / gamma, axis=-1))) > 1e-3 * size
+        if zero_sum and reference_sum:
+            return ("your outputs (divided by gamma) sum to zero over each token's features: you subtracted the mean. "
+                    "That is LayerNorm; RMSNorm keeps the mean and divides x itself by sqrt(mean(x**2) + eps).")
+    if not np.allclose(gamma, 1.0) and np.all(gamma != 0):
+        if _allclose_rel(y[expected != 0], (expected / gamma)[expected != 0], tol):
+            return "gamma was not applied: multiply the normalised x by gamma (one gain per feature)."
+        if _allclose_rel(y[expected != 0], (expected * gamma)[expected != 0], tol):
+            return "gamma was applied twice: the output is gamma * x / r, with gamma once."
+    cause = _implied_scale_cause(y, x, gamma, eps, tol)
+    if cause:
+        return cause
+    return _precision_cause(relative_error(y, expected), np.dtype(dtype))
+
+
+def _rms_norm_case(rms_norm, x, gamma, eps, dtype, label):
+    dtype = np.dtype(dtype)
+    x_in, gamma_in = x.astype(dtype), gamma.astype(dtype)
+    x64, gamma64 = x_in.astype(np.float64), gamma_in.astype(np.float64)
+    what = f"rms_norm(x, gamma, eps={eps}) for {label}"
+    y = _strict(_call(rms_norm, x_in, gamma_in, eps=eps, what=what), what, x.shape, dtype)
+    expected = _oracle_forward(x64, gamma64, eps)
+    if relative_error(y, expected) > RTOL[dtype]:
+        cause = _forward_cause(y, x64, gamma64, eps, expected, dtype)
+        assert_close(y, expected, what, "torch.nn.functional.rms_norm, float64", RTOL[dtype], cause)
+
+
+def check_rms_norm(rms_norm, shape=None, eps=1e-6, seed=0, gamma=None, scale=1.0, offset=0.0, tiny_rows=False,
+                   dtype=np.float64):
+    """Compare ``rms_norm(x, gamma, eps)`` with torch's RMSNorm (float64) for x: (..., d).
+
+    Without ``shape``: the worked example (2, 4, 6, 8) with gamma = 1, a (2, 3, 8) batch with a
+    non-uniform gamma, and a square (6, 6) input (which exposes a missing keepdims).
+    ``tiny_rows`` spreads the tokens' scales from 1e-6 to 10, so eps dominates some rows.
+    ``dtype``: float32 inputs must come back as float32, within a float32 tolerance of the float64 oracle.
+    """
+    dtype = np.dtype(dtype)
+    if shape is None:
+        cases = [(WORKED_EXAMPLE, np.ones(4), "x = (2, 4, 6, 8), gamma = 1"),
+                 (_input((2, 3, 8), seed, 2.0 * scale, offset, tiny_rows), _gamma(8, seed + 1),
+                  "x of shape (2, 3, 8) and a non-uniform gamma"),
+                 (_input((6, 6), seed + 2, scale, offset, tiny_rows), _gamma(6, seed + 3),
+                  "a square x of shape (6, 6)")]
+    else:
+        shape = tuple(shape)
+        g = _gamma(shape[-1], seed + 1) if gamma is None else np.array(gamma, dtype=np.float64)
+        cases = [(_input(shape, seed, scale, offset, tiny_rows), g, f"x of shape {shape}")]
+    for x, g, label in cases:
+        _rms_norm_case(rms_norm, x, g, eps, dtype, label + ("" if dtype == np.float64 else f", {dtype.name}"))
+    kind = f"{dtype.name} in -> {dtype.name} out" + (", tiny rows" if tiny_rows else "")
+    shapes = ", ".join(str(tuple(np.shape(x))) for x, _, _ in cases)
+    passed(f"rms_norm matches torch's RMSNorm for shape(s) {shapes}, eps={eps} ({kind})")
+
+
+# ---------------------------------------------------------------------------- backward
+def _probe_scale_cause(rms_norm_backward, x, gamma, eps, dtype, tol):
+    """Send a gradient perpendicular to x through the learner's backward: it must come back divided by r.
+
+    For v with v . x = 0 per token, the true dx for dy = v / gamma is exactly v / r, so
+    |v| / |dx| is the r the learner's code divided by, whatever its other terms do.
+    """
+    if x.shape[-1] < 3 or np.min(np.abs(gamma)) < 1e-3:
+        return None
+    unit = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    v = random_input(x.shape, seed=97)
+    v = v - unit * np.sum(v * unit, axis=-1, keepdims=True)
+    dy = (v / gamma).astype(dtype)
+    try:
+        result = call_learner(rms_norm_backward, dy, x.astype(dtype), gamma.astype(dtype), eps=eps, what="probe")
+        dx = np.asarray(result[0], dtype=np.float64)
+    except Exception:  # the main check reports problems with the call itself
+        return None
+    if dx.shape != x.shape or not np.all(np.isfinite(dx)):
+        return None
+    dv = dy.astype(np.float64) * gamma  # v as the learner's dtype saw it
+    along = np.sum(dx * dv, axis=-1, keepdims=True) / np.sum(dv * dv, axis=-1, keepdims=True)
+    if relative_error(dx, along * dv) > 10 * tol:  # not a pure multiple of v: another term is off
+        return None
+    implied = 1.0 / along
+    d = x.shape[-1]
+    ms = _mean_square(x)
+    candidates = [
+        (np.sqrt(ms + eps), None),
+        (np.sqrt(ms) + eps, "eps is outside the square root: r must be sqrt(mean(x**2) + eps), not "
+                            "sqrt(mean(x**2)) + eps."),
+        (np.sqrt(d * ms + eps), f"you summed the squares instead of averaging them: your r is sqrt(d) = "
+                                f"{np.sqrt(d):.4g} times too large."),
+        (ms + eps, "you divided by the mean square: the square root is missing from r."),
+        (np.ones_like(ms), "dx is not divided by r: every term of dx = (g - mean(g * x_hat) * x_hat) / r carries 1/r."),
+        ((ms + eps) ** 1.5, "dx is divided by r three times: once is right."),
+        (1.0 / np.sqrt(ms + eps), "dx is multiplied by r where it should be divided by it."),
+    ]
+    if eps > 0:
+        candidates.insert(1, (np.sqrt(ms), f"eps is ignored: your r is sqrt(mean(x**2)) but eps = {eps} was passed."))
+    for candidate, cause in candidates:
+        if _allclose_rel(implied, candidate, tol):
+            return cause
+    return None
+
+
+def _projection_cause(dx, dy, x, gamma, eps, tol):
+    """Name the mistake from the component of dx along x_hat, which must be almost zero.
+
+    With g = gamma * dy, the true dx has dx . x_hat = (g . x_hat) / r * eps / (ms + eps): the
+    coefficient c = r (dx . x_hat) / (g . x_hat) is eps / (ms + eps), about 0.
+    """
+    d = x.shape[-1]
+    ms = _mean_square(x)
+    r = np.sqrt(ms + eps)
+    x_hat = x / r
+    g = gamma * dy
+    gx = np.sum(g * x_hat, axis=-1, keepdims=True)
+    keep = np.abs(gx) > 1e-3 * np.linalg.norm(g, axis=-1, keepdims=True) * np.sqrt(d)
+    if not keep.any():
+        return None
+    c = (r * np.sum(dx * x_hat, axis=-1, keepdims=True) / np.where(keep, gx, 1.0))[keep]
+    ms_k = ms[keep]
+    if np.all(np.abs(c - 1.0) <= 1e-4):
+        return ("dx keeps the whole component of g along x_hat: the -mean(g * x_hat) * x_hat term is missing. "
+                "It comes from dr/dx_j = x_j / (d r); without it the gradient is not orthogonal to x, although "
+                "scaling x does not change the output. See it: print(np.sum(dx * x, axis=-1)).")
+    if np.all(np.abs(c - (1.0 - d)) <= 1e-4 * d):
+        return ("the -mean(g * x_hat) * x_hat term uses a sum instead of a mean: it is d times too large, so dx "
+                "points against x_hat. Use np.mean(g * x_hat, axis=-1, keepdims=True).")
+    if np.all(np.abs(c - (1.0 - ms_k)) <= 1e-4 * np.maximum(1.0, ms_k)) and np.max(np.abs(ms_k - 1)) > 0.1:
+        return ("the -mean(g * x_hat) * x_hat term was built from x instead of x_hat (x = r * x_hat, so it is off by "
+                "r**2 = mean(x**2) + eps). Use x_hat = x / r in both places.")
+    return None
+
+
+def _backward_causes(dx, dgamma, dy, x, gamma, eps, reference, dtype, rms_norm_backward):
+    ref_dx, ref_dgamma = reference
+    tol = MATCH[np.dtype(dtype)]
+    rtol = RTOL[np.dtype(dtype)]
+    lead = tuple(range(x.ndim - 1))
+    x_hat = _oracle_forward(x, None, eps)
+    dgamma_wrong = relative_error(dgamma, ref_dgamma) > rtol
+    if dgamma_wrong:
+        tokens = int(np.prod(x.shape[:-1]))
+        if relative_error(dgamma, np.sum(dy * x, axis=lead)) < tol:
+            return "dgamma", "dgamma used x instead of x_hat: it is sum(dy * x_hat) over the leading axes, x_hat = x / r."
+        if relative_error(dgamma, np.sum(dy * x_hat * gamma, axis=lead)) < tol:
+            return "dgamma", "dgamma was multiplied by gamma: it is sum(dy * x_hat); gamma does not appear in it."
+        if tokens > 1 and relative_error(dgamma, ref_dgamma / tokens) < tol:
+            return "dgamma", "dgamma is a mean over the tokens; it is a sum: every token's contribution adds up."
+        if eps > 0 and relative_error(dgamma, _oracle_grads(dy, x, gamma, 0.0)[1]) < tol:
+            return "dgamma", (f"dgamma is the eps = 0 one: eps is ignored in x_hat, but eps = {eps} was passed. "
+                              "x_hat = x / sqrt(mean(x**2) + eps), exactly as in the forward pass.")
+    if relative_error(dx, ref_dx) > rtol:
+        ones = np.ones_like(gamma)
+        if not np.allclose(gamma, 1.0):
+            if relative_error(dx, _oracle_grads(dy, x, ones, eps)[0]) < tol:
+                return "dx", "dx ignores gamma: the gradient reaching x_hat is g = gamma * dy, not dy."
+            if relative_error(dx, _oracle_grads(dy * gamma, x, gamma, eps)[0]) < tol:
+                return "dx", "gamma was applied twice in dx: g = gamma * dy, with gamma once."
+            if np.all(gamma != 0) and relative_error(dx, _oracle_grads(dy / gamma, x, gamma, eps)[0]) < tol:
+                return "dx", "dx divides by gamma; the gradient reaching x_hat is g = gamma * dy."
+        d = x.shape[-1]
+        size = float(np.max(np.abs(dx))) or 1.0
+        if d > 1 and np.max(np.abs(np.sum(dx, axis=-1))) <= 1e-6 * size * d \
+                and np.max(np.abs(np.sum(ref_dx, axis=-1))) > 1e-3 * size:
+            return "dx", ("each token's dx sums to zero, like LayerNorm's: you kept the -mean(g) term (or centred x). "
+                          "RMSNorm has no mean, so its backward has no -mean(g) term: dx = (g - mean(g * x_hat) * x_hat) / r.")
+        if d > 2:
+            offset = dx - ref_dx
+            per_token = offset.mean(axis=-1, keepdims=True)
+            if np.max(np.abs(offset - per_token)) <= 1e-6 * size and np.max(np.abs(per_token)) > 1e-6 * size:
+                return "dx", ("dx differs from the right answer by the same amount on every feature of a token: a "
+                              "term along 1, such as LayerNorm's -mean(g), that RMSNorm does not have. "
+                              "dx = (g - mean(g * x_hat) * x_hat) / r, and nothing else.")
+        cause = _probe_scale_cause(rms_norm_backward, x, gamma, eps, dtype, tol)
+        if cause:
+            return "dx", cause
+        cause = _projection_cause(dx, dy, x, gamma, eps, tol)
+        if cause:
+            return "dx", cause
+        cause = _precision_cause(relative_error(dx, ref_dx), np.dtype(dtype))
+        return "dx", cause or ("dx is off: compare term by term with dx = (g - mean(g * x_hat) * x_hat) / r, "
+                               "g = gamma * dy, all means over axis=-1 with keepdims=True.")
+    if dgamma_wrong:
+        cause = _precision_cause(relative_error(dgamma, ref_dgamma), np.dtype(dtype))
+        return "dgamma", cause or ("dgamma should be sum(dy * x_hat) over every leading axis, with "
+                                   "x_hat = x / sqrt(mean(x**2) + eps) from the forward pass.")
+    return None, None
+
+
+def _finite_difference_grads(rms_norm, dy, x, gamma, eps):
+    """Central differences of L = sum(dy * rms_norm(x, gamma, eps)) in x and gamma (float64, small inputs)."""
+    def loss(xv, gv):
+        out = np.asarray(rms_norm(xv.copy(), gv.copy(), eps=eps), dtype=np.float64)
+        return float(np.sum(dy * out))
+
+    h = 1e-6
+    dx = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[index] = h * max(1.0, abs(x[index]))
+        dx[index] = (loss(x + step, gamma) - loss(x - step, gamma)) / (2 * step[index])
+    dgamma = np.zeros_like(gamma)
+    for j in range(gamma.size):
+        step = np.zeros_like(gamma)
+        step[j] = h
+        dgamma[j] = (loss(x, gamma + step) - loss(x, gamma - step)) / (2 * h)
+    return dx, dgamma
+
+
+def check_rms_norm_backward(rms_norm_backward, rms_norm=None, shape=(2, 3, 5), eps=1e-6, seed=0, gamma=None,
+                            scale=2.0, offset=0.0, tiny_rows=False, dtype=np.float64):
+    """Compare ``(dx, dgamma) = rms_norm_backward(dy, x, gamma, eps)`` with autograd for x: (..., d).
+
+    The default input has RMS about 2 (``scale``), so that x and x_hat differ visibly. With
+    ``rms_norm`` given, also checks that the backward agrees with central differences of
+    that forward (float64 only).
+    """
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    d = shape[-1]
+    x = _input(shape, seed, scale, offset, tiny_rows).astype(dtype)
+    dy = random_input(shape, seed=seed + 1).astype(dtype)
+    gamma = (_gamma(d, seed + 2) if gamma is None else np.array(gamma, dtype=np.float64)).astype(dtype)
+    x64, dy64, gamma64 = (a.astype(np.float64) for a in (x, dy, gamma))
+    what = f"rms_norm_backward(dy, x, gamma, eps={eps}) for x of shape {shape}" + (
+        "" if dtype == np.float64 else f", {dtype.name}")
+    result = _call(rms_norm_backward, dy, x, gamma, eps=eps, what=what)
+    if type(result) is not tuple or len(result) != 2:
+        length = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
+        fail(f"{what} should return a tuple (dx, dgamma); it returned {type(result).__name__}{length}.")
+    dx, dgamma = result
+    if isinstance(dgamma, np.ndarray) and dgamma.shape != (d,) and len(shape) > 1:
+        axes = tuple(range(len(shape) - 1))
+        if dgamma.shape == shape:
+            fail(f"{what}: dgamma has shape {dgamma.shape}, expected ({d},).\nLikely cause: not summed over the "
+                 f"tokens. gamma is shared by every token, so dgamma sums over every leading axis: axis={axes}.")
+        if dgamma.shape in (shape[1:], shape[:1] + shape[2:]) or (len(shape) > 2 and dgamma.ndim > 1):
+            fail(f"{what}: dgamma has shape {dgamma.shape}, expected ({d},).\nLikely cause: summed over some "
+                 f"leading axes only; sum over every one of them, axis={axes} (for any number of leading axes: "
+                 "tuple(range(x.ndim - 1))).")
+    dx = _strict(dx, what + ": dx", shape, dtype)
+    dgamma = _strict(dgamma, what + ": dgamma", (d,), dtype)
+    reference = _oracle_grads(dy64, x64, gamma64, eps)
+    name, cause = _backward_causes(dx, dgamma, dy64, x64, gamma64, eps, reference, dtype, rms_norm_backward)
+    if name is not None:
+        actual = {"dx": dx, "dgamma": dgamma}[name]
+        expected = dict(zip(("dx", "dgamma"), reference))[name]
+        assert_close(actual, expected, f"{what}: {name}", "torch autograd, float64", RTOL[dtype], cause)
+    agree = ""
+    if rms_norm is not None and dtype == np.float64:
+        fd_dx, fd_dgamma = _finite_difference_grads(rms_norm, dy64, x64, gamma64, eps)
+        for label, mine, numeric in (("dx", dx, fd_dx), ("dgamma", dgamma, fd_dgamma)):
+            assert_close(mine, numeric, f"{what}: {label}", "central differences of YOUR rms_norm", FD_RTOL,
+                         "your backward matches autograd but not your own forward, so rms_norm is the one that is "
+                         "wrong: run its checks above.")
+        agree = " and with central differences of your rms_norm"
+    passed(f"rms_norm_backward matches autograd for x of shape {shape}, eps={eps}, {dtype.name}{agree}")

@@ -1,0 +1,572 @@
+"""Checks for 06_welford: mean and variance in one stable pass, and merging partial results.
+
+Oracles: exact rational arithmetic. Every float64 (and every integer) is a fraction with a
+power-of-two denominator, so the sums of x and x**2 over a whole array are exact Python
+integers after one common scaling; the mean and the biased variance follow as fractions and
+are rounded to float64 once. No float formula of the exercise is used as a reference.
+
+One pass is checked with a stream: an object that supports only ``for xi in x``, ``len(x)``
+and ``x[i]``/``x[a:b]``, counts how many elements are read, refuses whole-array operations
+(``np.asarray``, ``x.mean()``, ``x - m``), and is watched by ``tracemalloc`` so that copying
+the elements into a list first shows up as memory that grows with the data.
+
+Diagnoses come from properties of the answer: ratios to the exact variance (n/(n-1), n,
+square root), invariance to shifting the data (a correct variance does not care about the
+offset; E[x²] - μ² does), invariance to reordering the data (a correct update does not care
+about the order; an update that uses the mean at the wrong moment does), and the parts of the
+parallel formula (within-chunk M2 and between-chunk term).
+"""
+from __future__ import annotations
+
+import tracemalloc
+import warnings
+from fractions import Fraction
+
+import numpy as np
+
+from grader.compare import CheckFailed, call_learner, fail, passed, preview
+
+U = 2.0**-53                            # unit roundoff of float64
+WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
+EMPTY = (0, 0.0, 0.0)                   # the partial result of no data: (count, mean, M2)
+MEMORY_BUDGET = 64 * 1024               # bytes: O(1) state, the stream's bookkeeping, a notebook's background threads
+
+
+# ----------------------------------------------------------------------------- the oracle
+def _exact_sums(x) -> tuple[int, Fraction, Fraction]:
+    """(n, sum x, sum x²) of a 1-D array, exactly (integers or float64 values)."""
+    values = np.asarray(x)
+    if values.dtype.kind in "iub":
+        items = [int(v) for v in values.tolist()]
+    else:
+        items = [float(v) for v in values.astype(np.float64).tolist()]
+    ratios = [v.as_integer_ratio() for v in items]
+    if not ratios:
+        return 0, Fraction(0), Fraction(0)
+    scale = max(den for _, den in ratios)  # every denominator is a power of two
+    ints = [num * (scale // den) for num, den in ratios]
+    return len(ints), Fraction(sum(ints), scale), Fraction(sum(i * i for i in ints), scale * scale)
+
+
+def exact_moments(x) -> tuple[int, Fraction, Fraction]:
+    """(count, mean, M2) of a 1-D array as exact fractions; M2 = sum of squared deviations."""
+    n, s1, s2 = _exact_sums(x)
+    if n == 0:
+        return 0, Fraction(0), Fraction(0)
+    return n, s1 / n, s2 - s1 * s1 / n
+
+
+def exact_mean_var(x) -> tuple[float, float]:
+    """Mean and biased variance of a 1-D array, computed exactly and rounded once to float64.
+
+    An oracle for checks and demos: it needs the whole array, several times over.
+    """
+    n, mean, m2 = exact_moments(x)
+    if n == 0:
+        raise ValueError("the mean of an empty array is undefined")
+    return float(mean), float(m2 / n)
+
+
+# ----------------------------------------------------------------------------- strict values
+def _kind(value) -> str:
+    module, name = type(value).__module__, type(value).__name__
+    return name if module == "builtins" else f"{module}.{name}"
+
+
+def _strict_float(value, what: str) -> float:
+    """Accept a Python float or a numpy float64 scalar; explain anything else."""
+    if type(value) in (float, np.float64):
+        number = float(value)
+        if not np.isfinite(number):
+            fail(f"{what} is {number}.\nA NaN or inf usually comes from a division by zero: a count that starts at 0 "
+                 "and is incremented after it is used, or n - 1 = 0 for a single element.")
+        return number
+    kind = _kind(value)
+    if isinstance(value, np.ndarray):
+        if value.shape == ():
+            hint = "a 0-d array: return float(...) of it."
+        elif value.shape == (1,):
+            hint = ("an array of shape (1,), e.g. from np.zeros(1), x[:1] or keepdims=True: return a scalar, "
+                    "e.g. float(mean) or mean[0].")
+        else:
+            hint = f"an array of shape {value.shape}: return one number."
+        fail(f"{what} should be a float (Python float or numpy float64), but it is {hint}")
+    if isinstance(value, (np.floating,)):
+        fail(f"{what} should be a float64, but it is {kind}.\nAccumulate in float64: start from 0.0 and avoid "
+             "np.float32(...) or .astype(np.float32); lower precision loses digits at every update.")
+    if isinstance(value, (bool, np.bool_)):
+        fail(f"{what} should be a float, but it is a boolean ({value}).")
+    if isinstance(value, (int, np.integer)):
+        fail(f"{what} should be a float, but it is an integer ({kind} {value}).\nDid you use // (floor division) or "
+             "int(...)? The mean of integers is generally not an integer: use / and keep floats.")
+    if value is None:
+        fail(f"{what} is None. Did you forget a return statement?")
+    hint = " Convert with float(...)." if kind.startswith("torch") else ""
+    fail(f"{what} should be a float (Python float or numpy float64), but it is {kind}.{hint}")
+
+
+def _strict_pair(result, what: str) -> tuple[float, float]:
+    if type(result) is not tuple or len(result) != 2:
+        extra = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
+        fail(f"{what} should return a tuple (mean, var); it returned {_kind(result)}{extra}.\n"
+             "End with `return mean, var` (a tuple of two floats).")
+    return _strict_float(result[0], f"{what}: the mean"), _strict_float(result[1], f"{what}: the variance")
+
+
+def _quiet_call(function, *args, what: str):
+    """Call learner code with numpy's floating-point warnings silenced (a failure is reported anyway)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return call_learner(function, *args, what=what)
+
+
+# ----------------------------------------------------------------------------- welford_mean_var
+def _tolerances(x: np.ndarray, n: int, var: float) -> tuple[float, float]:
+    """Error allowed on the mean and on the variance.
+
+    A one-pass update rounds the running mean at every step, so its mean can drift by about
+    n·u·mean|x|, and its variance by about n·u·mean|x|·σ (the error grows like |μ|/σ, the
+    condition number). E[x²] - μ² errs by about u·E[x²] = u·(μ² + σ²), which grows like
+    (|μ|/σ)² and exceeds these bounds as soon as |μ|/σ is more than a few hundred.
+    """
+    mean_abs = float(np.mean(np.abs(x.astype(np.float64))))
+    sigma = float(np.sqrt(var))
+    drift = 2 * n * U * mean_abs
+    return 1e-12 * sigma + drift, 1e-9 * var + 2 * drift * sigma + drift**2
+
+
+def _shuffled(x: np.ndarray, seed: int = 12345) -> np.ndarray:
+    """The same values in another order (never the reversed order, which leaves an arithmetic progression alone)."""
+    order = np.random.default_rng(seed).permutation(x.size)
+    if x.size > 2 and np.array_equal(order, np.arange(x.size)[::-1]):
+        order = np.roll(order, 1)
+    return x[order]
+
+
+def _probe(function, x: np.ndarray):
+    """The learner's answer on a derived input, or None if it fails there."""
+    try:
+        result = _quiet_call(function, x, what="probe")
+        if type(result) is tuple and len(result) == 2:
+            return float(result[0]), float(result[1])
+    except NotImplementedError:
+        raise
+    except Exception:  # noqa: BLE001  a probe only refines a diagnosis
+        return None
+    return None
+
+
+def _mean_cause(function, x, n, m, mu, tol_mean) -> str:
+    if mu != 0 and abs(m - n * mu) <= max(tol_mean, 1e-12 * abs(n * mu)):
+        return "you returned the sum of x, not the mean: divide by the count."
+    for k, words in ((n - 1, "n - 1"), (n + 1, "n + 1")):
+        if k > 0 and mu != 0 and abs(m - mu * n / k) <= tol_mean + 1e-12 * abs(mu):
+            return (f"your mean is sum(x) / ({words}): the count is off by one. Count the element before using it: "
+                    "k = 1 for the first element, so that mean = x[0] after one step.")
+    probe = _probe(function, _shuffled(x))
+    if probe is not None and abs(probe[0] - m) > 2 * tol_mean:
+        return ("your mean depends on the order of the elements, so the running mean is updated with the wrong "
+                "count: mean += (xi - mean) / k needs k = 1, 2, 3, ... (the number of elements seen so far, "
+                "including xi), not the total length n and not a count incremented after its use. "
+                "See it: compare welford_mean_var(x) with welford_mean_var(x[::-1]) on x = np.array([1.0, 2.0, 6.0]).")
+    return "the running mean is mean += (xi - mean) / k, with k the number of elements seen so far (including xi)."
+
+
+def _variance_cause(function, x, n, mu, var, m, v, tol_var) -> str:
+    if var > 0:
+        ratio = v / var
+        known = []
+        if n > 1:
+            known.append((n / (n - 1), "unbiased variance (divided by n−1): M2 / (n - 1) is the sample "
+                                       "estimator (np.var(ddof=1), torch.var's default). This function returns the "
+                                       "biased variance M2 / n, the one LayerNorm uses."))
+        if n > 1:
+            known.append((float(n), "returned the sum of squared deviations M2 instead of M2/n: divide by the count "
+                                    "at the end."))
+        for value, cause in known:
+            if abs(ratio - value) <= 1e-6 * value:
+                return cause
+        if abs(v - np.sqrt(var)) <= 1e-9 * np.sqrt(var) and abs(var - 1.0) > 1e-6:
+            return "you returned the standard deviation: the variance is its square (do not take a square root)."
+    if abs(mu) > 10 * np.sqrt(var):  # a large offset: is the error there only because of it?
+        shift = float(np.round(mu))
+        centred = x.astype(np.float64) - shift  # exact: x and shift are within a factor of two of each other
+        _, _, centred_m2 = exact_moments(centred)
+        centred_var = float(centred_m2 / n)
+        probe = _probe(function, centred)
+        centred_ok = probe is not None and abs(probe[1] - centred_var) <= 1e-9 * centred_var + 1e-300
+        if centred_ok or v < 0:
+            error = abs(v - var) / var if var > 0 else abs(v)
+            mean_sq = mu * mu + var
+            shared = int(np.floor(np.log10(mean_sq / var))) if var > 0 else 16
+            kept = f"at most {16 - shared}" if shared < 16 else "none"
+            return (f"E[x²] − μ² cancels catastrophically: your variance is off by {error:.1e} (relative) at offset "
+                    f"{mu:.0e}" + (", and on the same data shifted to mean ≈ 0 it is right" if centred_ok else "")
+                    + f". mean(x²) ≈ {mean_sq:.6e} and μ² share their first {shared} significant digits; float64 "
+                    f"carries about 16, so their difference keeps {kept} correct digits, fewer once rounding errors "
+                    "add up. Update the mean and M2 (the sum of squared deviations) together, one element at a time "
+                    "(Welford), so that no large number is ever subtracted from another.")
+    if v < 0:
+        return ("a variance cannot be negative: only a difference like E[x²] − μ² can go below zero. "
+                "Accumulate the squared deviations M2 instead.")
+    probe = _probe(function, _shuffled(x))
+    if probe is not None and abs(probe[1] - v) > 2 * tol_var:
+        if v > var:
+            return ("your variance depends on the order of the data and is too large: M2 used the old mean twice. "
+                    "You updated the mean after using it (or added delta * delta). With delta = xi - old mean, "
+                    "update mean += delta / k first, then M2 += delta * (xi - new mean).")
+        return ("your variance depends on the order of the data and is too small: you used the new mean twice "
+                "(M2 += (xi - new mean)**2). With delta = xi - old mean, M2 += delta * (xi - new mean): one factor "
+                "with the old mean, one with the new.")
+    return ("M2 should grow by delta * (xi - new mean) at each element, with delta = xi - old mean, and the "
+            "variance is M2 / n at the end.")
+
+
+def _check_one_input(function, x: np.ndarray) -> float:
+    """Run welford_mean_var on one array and compare with the exact answer; returns the variance's relative error."""
+    n = x.size
+    what = f"welford_mean_var(x) for x = {preview(x)} (dtype {x.dtype})"
+    try:
+        result = _quiet_call(function, x, what=what)
+    except ZeroDivisionError:
+        fail(f"{what} raised ZeroDivisionError.\nLikely cause: " + (
+            "for one element the biased variance is M2 / 1 = 0.0; dividing by n - 1 = 0 means the unbiased variance "
+            "(this function returns M2 / n). " if n == 1 else "") +
+            "A count that starts at 0 must be incremented before the division: k = 1 for the first element.")
+    m, v = _strict_pair(result, what)
+    mean_exact, var_exact = exact_mean_var(x)
+    tol_mean, tol_var = _tolerances(x, n, var_exact)
+    if n > 1 and var_exact > 0 and abs(m - var_exact) <= tol_var and abs(v - mean_exact) <= tol_mean \
+            and abs(m - mean_exact) > tol_mean:
+        fail(f"{what} returned (var, mean): the order is (mean, var).")
+    if abs(m - mean_exact) > tol_mean:
+        fail(f"{what}: the mean is wrong.\n  expected (exact): {mean_exact!r}\n  got:              {m!r}\n"
+             f"  error {abs(m - mean_exact):.2e} (tolerance {tol_mean:.1e})\n"
+             f"Likely cause: {_mean_cause(function, x, n, m, mean_exact, tol_mean)}")
+    if abs(v - var_exact) > tol_var:
+        error = abs(v - var_exact) / var_exact if var_exact > 0 else abs(v - var_exact)
+        kind = "relative" if var_exact > 0 else "absolute"
+        fail(f"{what}: the variance is wrong.\n  expected (exact): {var_exact!r}\n  got:              {v!r}\n"
+             f"  {kind} error {error:.2e} (tolerance {tol_var / var_exact if var_exact > 0 else tol_var:.1e})\n"
+             f"Likely cause: {_variance_cause(function, x, n, mean_exact, var_exact, m, v, tol_var)}")
+    return abs(v - var_exact) / var_exact if var_exact > 0 else abs(v)
+
+
+def check_welford_mean_var(welford_mean_var, x=None, n=1000, offset=1e8, scale=1.0, seed=0):
+    """Compare ``welford_mean_var(x)`` with the exact mean and biased variance.
+
+    Without ``x``: the worked example (2, 4, 6, 8), ``n`` standard normal values, and the same
+    values moved to ``offset`` (default 1e8, where E[x²] − μ² keeps no correct digit).
+    With ``x``: that array only (any real dtype, 1-D, at least one element).
+    """
+    if x is None:
+        z = np.random.default_rng(seed).standard_normal(n)
+        cases = [WORKED_EXAMPLE, scale * z, offset + scale * z]
+    else:
+        cases = [np.array(x)]
+    worst = 0.0
+    for case in cases:
+        if case.ndim != 1 or case.size == 0:
+            raise ValueError("check_welford_mean_var needs a non-empty 1-D array")
+        worst = max(worst, _check_one_input(welford_mean_var, case))
+    largest = max(float(np.max(np.abs(c.astype(np.float64)))) for c in cases)
+    passed(f"welford_mean_var matches the exact mean and variance on {len(cases)} input(s) with |x| up to "
+           f"{largest:.1e} (variance relative error ≤ {worst:.1e})")
+
+
+# ----------------------------------------------------------------------------- one pass
+class _StreamViolation(CheckFailed):
+    """Raised inside the learner's code the moment it does something a one-pass algorithm cannot."""
+
+
+_STREAM_RULES = ("welford_mean_var was given a stream: an object that supports only `for xi in x`, `len(x)`, "
+                 "`x[i]` and `x[a:b]`, like data arriving from a sensor or a file too large for memory. ")
+
+
+class CountingStream:
+    """A read-once 1-D sequence: counts element reads, refuses whole-array operations.
+
+    Slices share the read counter with the stream they come from, so ``x[0]`` followed by
+    ``for xi in x[1:]`` reads each element once. One extra read is tolerated (a peek at
+    ``x[0]`` to initialise the mean); reading more than n + 1 elements means a second pass.
+    """
+
+    __array_ufunc__ = None  # numpy hands binary operators back to us, where they fail with a diagnosis
+
+    def __init__(self, values: np.ndarray, state: dict | None = None, indices: range | None = None):
+        self._values = values
+        self._state = state if state is not None else {"reads": 0, "limit": values.size + 1, "violation": None}
+        self._indices = indices if indices is not None else range(values.size)
+
+    # what a stream offers
+    def _read(self, index: int):
+        state = self._state
+        state["reads"] += 1
+        if state["reads"] > state["limit"]:
+            self._violate(
+                f"Your function read {state['reads']} elements from a stream of {self._values.size}: it went over the "
+                "data a second time. Likely cause: you computed the mean first (two passes), with sum(x) / len(x) or a "
+                "first loop, and then the squared deviations in a second loop. That two-pass algorithm is accurate, "
+                "but it cannot run on a stream, nor in a kernel that reads each row once. Welford updates the mean "
+                "and M2 together in a single loop: `for xi in x:`.")
+        return self._values[index]
+
+    def __iter__(self):
+        for index in self._indices:
+            yield self._read(index)
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self._indices),)
+
+    @property
+    def size(self) -> int:
+        return len(self._indices)
+
+    @property
+    def ndim(self) -> int:
+        return 1
+
+    @property
+    def dtype(self):
+        return self._values.dtype
+
+    def __getitem__(self, key):
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            return self._read(self._indices[int(key)])
+        if isinstance(key, slice):
+            return CountingStream(self._values, self._state, self._indices[key])
+        self._violate(f"Your function indexed x with {key!r}; a stream only takes one position x[i] or a slice "
+                      "x[a:b]. Loop over the elements one at a time: `for xi in x:`.")
+
+    def __repr__(self) -> str:
+        return f"<stream of {len(self._indices)} values: loop over it once with `for xi in x`>"
+
+    # what it refuses
+    def _violate(self, message: str):
+        if self._state["violation"] is None:
+            self._state["violation"] = message
+        # report the first thing that went wrong, even if the learner's code caught it and went on
+        raise _StreamViolation("\n" + _STREAM_RULES + "\n" + self._state["violation"] + "\n")
+
+    def _whole_array(self, operation: str):
+        self._violate(f"Your function used {operation}, which needs the whole array at once (and makes a second "
+                      "pass possible unseen). Process one element at a time: `for xi in x:` (float(xi) converts "
+                      "one element if you want a Python float).")
+
+    def __array__(self, *args, **kwargs):
+        self._whole_array("np.asarray(x), np.array(x), x.astype or a NumPy function such as np.mean(x), "
+                          "np.sum(x) or np.var(x) (they convert x to an array first)")
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        self._whole_array(f"x.{name} (or np.{name}(x), which calls it)")
+
+    def _arithmetic(self, *args):
+        self._whole_array("whole-array arithmetic on x (such as x - mean, x ** 2 or x * x)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arithmetic
+    __truediv__ = __rtruediv__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _arithmetic
+
+    def __neg__(self):
+        self._arithmetic()
+
+    def __abs__(self):
+        self._arithmetic()
+
+
+def check_welford_one_pass(welford_mean_var, n=20000, offset=1e8, seed=0, dtype=np.float64, memory=True):
+    """Feed ``welford_mean_var`` a read-once stream of ``n`` values and check it reads each element once.
+
+    Also checks the answer (exactly as ``check_welford_mean_var``) and, with ``memory=True``,
+    that peak memory stays O(1): copying the elements into a list grows with ``n``.
+    """
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind in "iu":
+        values = (int(offset) + rng.integers(-50, 51, size=n)).astype(dtype)
+    else:
+        values = (offset + rng.standard_normal(n)).astype(dtype)
+    stream = CountingStream(values)
+    what = f"welford_mean_var(stream of {n} values near {offset:.0e}, dtype {np.dtype(dtype)})"
+    if memory:
+        tracemalloc.start()
+    try:
+        result = _quiet_call(welford_mean_var, stream, what=what)
+        peak = tracemalloc.get_traced_memory()[1] if memory else 0
+    finally:
+        if memory:
+            tracemalloc.stop()
+    if stream._state["violation"] is not None:  # the learner's code caught our exception and went on
+        fail(_STREAM_RULES + "\n" + stream._state["violation"])
+    reads = stream._state["reads"]
+    if reads < n:
+        fail(f"{what} read only {reads} of the {n} elements: every element must enter the mean and the variance.")
+    if memory and peak > MEMORY_BUDGET:
+        fail(f"{what} used {peak / 1024:.0f} KiB of memory at its peak; a one-pass algorithm keeps three numbers "
+             f"(count, mean, M2), well under {MEMORY_BUDGET // 1024} KiB whatever n is.\nLikely cause: you kept the "
+             "elements (list(x), a list you append to, np.fromiter) to go over them again later. Update the mean "
+             "and M2 as each element arrives, then forget it.")
+    m, v = _strict_pair(result, what)
+    mean_exact, var_exact = exact_mean_var(values)
+    tol_mean, tol_var = _tolerances(values, n, var_exact)
+    if abs(m - mean_exact) > tol_mean or abs(v - var_exact) > tol_var:
+        fail(f"{what} read each element once but returned ({m!r}, {v!r}); the exact answer is "
+             f"({mean_exact!r}, {var_exact!r}). Run check_welford_mean_var for a diagnosis.")
+    extra = f", peak memory {peak / 1024:.1f} KiB" if memory else ""
+    passed(f"welford_mean_var made one pass over a stream of {n} values ({reads} reads{extra})")
+
+
+# ----------------------------------------------------------------------------- welford_combine
+def _float_partial(n: int, mean: Fraction, m2: Fraction) -> tuple:
+    return (n, float(mean), float(m2)) if n else EMPTY
+
+
+def _strict_partial(result, what: str) -> tuple[int, float, float]:
+    if type(result) is not tuple or len(result) != 3:
+        extra = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
+        fail(f"{what} should return a tuple (count, mean, M2); it returned {_kind(result)}{extra}.")
+    count = result[0]
+    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)):
+        fail(f"{what}: the count should be an int, but it is {_kind(count)} ({count!r}).\nKeep counts as integers "
+             "(n = n_a + n_b); convert to float only inside the arithmetic.")
+    return int(count), _strict_float(result[1], f"{what}: the mean"), _strict_float(result[2], f"{what}: M2")
+
+
+def _combine_cause(a, b, result, expected) -> str:
+    (na, ma, m2a), (nb, mb, m2b) = a, b
+    n, m, m2 = result
+    n_exp, mean_exp, m2_exp = expected
+    if n != na + nb:
+        return f"the count of the merged partial is n_a + n_b = {na + nb}, not {n}."
+    if na == 0 or nb == 0:
+        return "merging with the empty partial (0, 0.0, 0.0) must return the other partial unchanged."
+    delta = mb - ma
+    between = delta * delta * na * nb / n_exp
+    tol_m = 1e-9 * (abs(delta) + 1e-300) + 8 * U * max(abs(ma), abs(mb))
+    if abs(m - mean_exp) > tol_m:
+        if abs(m - (ma + mb) / 2) <= tol_m:
+            return ("you averaged the two means without weights: the merged mean is (n_a·mean_a + n_b·mean_b) / n, "
+                    "or mean_a + delta·n_b/n with delta = mean_b − mean_a.")
+        if abs(m - (nb * ma + na * mb) / n_exp) <= tol_m:
+            return ("the weights of the two means are swapped: mean_a + delta·n_b/n (the partial with more elements "
+                    "pulls the mean towards itself), not delta·n_a/n.")
+        return "the merged mean is mean_a + delta·n_b/n, with delta = mean_b − mean_a and n = n_a + n_b."
+    tol = 1e-9 * m2_exp + 1e-6 * between + 8 * U * max(abs(ma), abs(mb)) * abs(delta) * na * nb / n_exp + 1e-300
+    if n_exp > 0 and abs(m2 - m2_exp / n_exp) <= tol / n_exp + 1e-12 * m2_exp / n_exp:
+        return ("the third entry is the variance M2/n; the partial keeps M2, the sum of squared deviations, "
+                "because sums of squares of two chunks add, while variances do not.")
+    if abs(m2 - (m2a + m2b)) <= tol:
+        return ("you added the two M2 and forgot the between-chunk term delta²·n_a·n_b/n: the two chunks have "
+                "different means, and their spread around each other counts too.")
+    if between > 0:
+        factor = (m2 - m2a - m2b) / between
+        named = [(1 / n_exp, "you divided the between-chunk term by n² instead of n."),
+                 (float(n_exp), "the between-chunk term lacks its division by n: it is delta²·n_a·n_b/n."),
+                 (2.0, "the between-chunk term is counted twice; it is delta²·n_a·n_b/n."),
+                 (0.5, "the between-chunk term is halved; it is delta²·n_a·n_b/n.")]
+        for value, cause in named:
+            if abs(factor - value) <= 1e-6 * value:
+                return cause
+        return (f"the between-chunk term is {factor:.4g} times delta²·n_a·n_b/n: M2 = M2_a + M2_b + "
+                "delta²·n_a·n_b/n.")
+    return "M2 = M2_a + M2_b + delta²·n_a·n_b/n, with delta = mean_b − mean_a."
+
+
+def _compare_partial(result, expected, what, a=None, b=None, total=None):
+    """Compare a learner partial with an exact one; ``total`` (count, mean, M2 of all data) sets the tolerance."""
+    n, m, m2 = result
+    n_exp, mean_exp, m2_exp = expected
+    n_all, mean_all, m2_all = total if total is not None else expected
+    mean_abs = abs(mean_all) + (np.sqrt(m2_all / n_all) if n_all else 0.0)
+    drift = 4 * max(n_all, 1) * U * mean_abs
+    sigma = np.sqrt(m2_all / n_all) if n_all else 0.0
+    tol_mean = 1e-12 * sigma + drift
+    tol_m2 = max(n_exp, 1) * (1e-9 * (m2_exp / max(n_exp, 1)) + 2 * drift * sigma + drift**2)
+    if n == n_exp and abs(m - mean_exp) <= tol_mean and abs(m2 - m2_exp) <= tol_m2:
+        return
+    cause = _combine_cause(a, b, result, expected) if a is not None else (
+        "a merge in the chain above went wrong; run check_welford_combine with two chunks for a diagnosis.")
+    fail(f"{what} is wrong.\n  expected (exact): (count, mean, M2) = ({n_exp}, {mean_exp!r}, {m2_exp!r})\n"
+         f"  got:              ({n}, {m!r}, {m2!r})\nLikely cause: {cause}")
+
+
+def _merge(welford_combine, a, b, what):
+    try:
+        result = _quiet_call(welford_combine, a, b, what=what)
+    except ZeroDivisionError:
+        if a[0] == 0 or b[0] == 0:
+            fail(f"{what} raised ZeroDivisionError.\nLikely cause: with an empty partial (0, 0.0, 0.0) on either "
+                 "side, n_a·n_b/n or n_b/n can be 0/0. When one count is 0, return the other partial as it is.")
+        raise
+    return _strict_partial(result, what)
+
+
+def check_welford_combine(welford_combine, welford_mean_var=None, sizes=(5, 1, 17, 0, 3, 40, 8), offset=1e6, seed=0):
+    """Merge per-chunk partials (count, mean, M2) with ``welford_combine`` and compare with exact statistics.
+
+    Checks one merge of two chunks, merges with the empty partial (0, 0.0, 0.0) on either side
+    and on both, a left-to-right fold over chunks of uneven ``sizes`` (an empty one included)
+    and a pairwise tree over the same chunks. If ``welford_mean_var`` is given, the folded
+    result must also agree with one sequential pass over all the data.
+    """
+    sizes = [int(s) for s in sizes]
+    x = offset + np.random.default_rng(seed).standard_normal(sum(sizes))
+    chunks = np.split(x, np.cumsum(sizes)[:-1])
+    exact = [exact_moments(c) for c in chunks]
+    partials = [_float_partial(*e) for e in exact]
+    n_all, mean_all, m2_all = exact_moments(x)
+    total = (n_all, float(mean_all), float(m2_all))
+    nonempty = [i for i, s in enumerate(sizes) if s > 0]
+    if len(nonempty) < 2:
+        raise ValueError("check_welford_combine needs at least two non-empty chunks")
+
+    # 1. one merge of two chunks
+    i, j = nonempty[0], nonempty[1]
+    a, b = partials[i], partials[j]
+    what = f"welford_combine(a, b) for a = {a} and b = {b}"
+    both = _float_partial(*exact_moments(np.concatenate([chunks[i], chunks[j]])))
+    _compare_partial(_merge(welford_combine, a, b, what), both, what, a, b, total)
+
+    # 2. the empty partial on either side, and on both
+    for left, right in ((EMPTY, a), (a, EMPTY)):
+        what = f"welford_combine({left}, {right})"
+        _compare_partial(_merge(welford_combine, left, right, what), a, what, left, right, total)
+    what = f"welford_combine({EMPTY}, {EMPTY})"
+    n, m, m2 = _merge(welford_combine, EMPTY, EMPTY, what)
+    if n != 0 or m2 != 0.0:
+        fail(f"{what} returned ({n}, {m!r}, {m2!r}); merging two empty partials gives the empty partial "
+             f"{EMPTY}.\nLikely cause: when one count is 0, return the other partial as it is.")
+
+    # 3. a left-to-right fold, as one sequential pass over the chunks would do
+    acc = EMPTY
+    for k, part in enumerate(partials):
+        acc = _merge(welford_combine, acc, part, f"welford_combine(acc, partial of chunk {k}) in a left-to-right fold")
+    what = f"the left-to-right fold of welford_combine over chunks of sizes {sizes}"
+    _compare_partial(acc, total, what, total=total)
+
+    # 4. a pairwise tree, as threads of a GPU block would do
+    level = list(partials)
+    while len(level) > 1:
+        paired = [_merge(welford_combine, level[k], level[k + 1], "welford_combine in a pairwise tree")
+                  for k in range(0, len(level) - 1, 2)]
+        level = paired + ([level[-1]] if len(level) % 2 else [])
+    _compare_partial(level[0], total, f"the pairwise tree of welford_combine over chunks of sizes {sizes}", total=total)
+
+    # 5. the same answer as one pass over all the data
+    agree = ""
+    if welford_mean_var is not None:
+        m_pass, v_pass = _strict_pair(_quiet_call(welford_mean_var, x, what="welford_mean_var(x)"),
+                                      "welford_mean_var(x)")
+        folded = (acc[1], acc[2] / acc[0])
+        tol_mean, tol_var = _tolerances(x, x.size, float(m2_all / n_all))
+        if abs(folded[0] - m_pass) > 2 * tol_mean or abs(folded[1] - v_pass) > 2 * tol_var:
+            fail(f"Merging the chunks gives (mean, var) = {folded}, but your welford_mean_var over the same data "
+                 f"gives ({m_pass!r}, {v_pass!r}).\nLikely cause: one of your two functions is wrong; "
+                 "run check_welford_mean_var to see which.")
+        agree = " and agrees with your one-pass welford_mean_var"
+    passed(f"welford_combine merges {len(sizes)} chunks of sizes {sizes} (empty ones included) exactly, "
+           f"left to right and as a tree{agree}")

@@ -1,0 +1,312 @@
+"""The trusted side of a sandbox: start it, run cells in it, call learner functions in it.
+
+A ``Sandbox`` owns one confined worker process (``grader.sandbox.worker``). Learner
+functions appear here as ``LearnerFunction`` proxies: calling one sends the arguments as
+plain data, the learner's code runs over there, and what comes back is rebuilt from plain
+data here. Checks therefore run in this process, which no learner code ever enters.
+"""
+from __future__ import annotations
+
+import builtins
+import inspect
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.sandbox import protocol
+
+# Entries of a course root the learner's code may see: public code and the environment.
+VISIBLE_IN_COURSE_ROOT = {".venv", "grader", "normlab", "pyproject.toml", "README.md", "release", "notebooks", "docs",
+                          "constraints.txt", "environment.yml", "Makefile", "LICENSE"}
+
+
+class SandboxError(Exception):
+    """The sandbox died, hung, flooded its output or broke the protocol."""
+
+
+@dataclass
+class Limits:
+    cell_seconds: float = 120.0
+    cpu_seconds: int = 600
+    address_space_bytes: int = 8 * 2**30
+    processes: int = 256
+    file_bytes: int = 64 * 2**20
+    open_files: int = 256
+    output_characters: int = 20_000
+
+    def for_worker(self) -> dict:
+        return {"cpu_seconds": self.cpu_seconds, "address_space_bytes": self.address_space_bytes,
+                "processes": self.processes, "file_bytes": self.file_bytes, "open_files": self.open_files}
+
+
+@dataclass
+class CallRecord:
+    """What the last call printed and how much memory it peaked at (when measured)."""
+
+    stdout: str = ""
+    peak_bytes: int | None = None
+    traceback: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def paths_to_hide(course_roots: list[Path], extra: list[Path] = ()) -> list[str]:
+    """Every entry of each course root except the public ones, plus ``extra`` paths."""
+    hidden = []
+    for root in course_roots:
+        if root.is_dir():
+            hidden += [str(root / name) for name in sorted(os.listdir(root)) if name not in VISIBLE_IN_COURSE_ROOT]
+    return hidden + [str(p) for p in extra if Path(p).exists()]
+
+
+def sandbox_environment(home: str) -> dict:
+    """A minimal environment: no instructor variables, no grading markers beyond nbgrader's own."""
+    return {
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
+        "HOME": home, "TMPDIR": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": home, "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
+        "NBGRADER_EXECUTION": "autograde", "LANG": "C.UTF-8",
+    }
+
+
+class Sandbox:
+    """One confined learner process. Use as a context manager."""
+
+    def __init__(self, mode: str = "auto", hide: list[str] = (), uid: int = 65534, limits: Limits | None = None,
+                 scratch: Path | None = None):
+        self.limits = limits or Limits()
+        self.workdir = Path(tempfile.mkdtemp(prefix="lncourse-sandbox-", dir=scratch))
+        if os.getuid() == 0:
+            os.chown(self.workdir, uid, uid)
+        config = {"mode": mode, "hide": list(hide), "uid": uid, "gid": uid, "limits": self.limits.for_worker(),
+                  "environment": sandbox_environment(str(self.workdir)), "output_limit": self.limits.output_characters}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "grader.sandbox.worker", json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            cwd=self.workdir, start_new_session=True, env=self._startup_environment())
+        self.buffer = b""
+        self.callbacks: dict[int, object] = {}
+        self.last_call = CallRecord()
+        hello = self.receive(deadline=time.monotonic() + 60)
+        if hello.get("op") != "hello" or not hello.get("ok"):
+            self.close()
+            raise SandboxError(f"the sandbox could not start: {hello.get('error', hello)}")
+        self.isolation = hello["isolation"]
+
+    @staticmethod
+    def _startup_environment() -> dict:
+        # Only what Python needs to start and find this package; the worker replaces it.
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+        if "PYTHONPATH" in os.environ:
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        return env
+
+    # -- lifetime ------------------------------------------------------------------------
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- channel -------------------------------------------------------------------------
+    def send(self, message: dict) -> None:
+        try:
+            self.process.stdin.write(protocol.dumps(message))
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise SandboxError(self._death_reason()) from None
+
+    def _death_reason(self) -> str:
+        code = self.process.poll()
+        if code is None:
+            return "the notebook's process stopped answering"
+        if code < 0:
+            name = signal.Signals(-code).name
+            hint = " (CPU time limit)" if name == "SIGXCPU" else " (killed: memory, process or file limits, or it killed itself)"
+            return f"the notebook's process died from {name}{hint}"
+        return f"the notebook's process exited with status {code} (sys.exit, os._exit or a crash in the kernel)"
+
+    def receive(self, deadline: float) -> dict:
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.close()
+                raise SandboxError(f"time limit exceeded: a cell ran longer than {self.limits.cell_seconds:.0f} s")
+            ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise SandboxError(self._death_reason())
+            self.buffer += chunk
+            if len(self.buffer) > protocol.MAX_LINE_BYTES:
+                self.close()
+                raise SandboxError("the notebook produced too much output (output flood)")
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            return protocol.loads(line)
+        except protocol.ProtocolError as error:
+            self.close()
+            raise SandboxError(f"the notebook's process sent garbage on the grader's channel ({error})") from None
+
+    def request(self, message: dict) -> dict:
+        """Send a request; serve callbacks until the final reply arrives."""
+        deadline = time.monotonic() + self.limits.cell_seconds
+        self.send(message)
+        while True:
+            reply = self.receive(deadline)
+            if reply["op"] != "callback":
+                return reply
+            self.send(self._run_callback(reply))
+
+    def _run_callback(self, message: dict) -> dict:
+        function = self.callbacks.get(message.get("id"))
+        try:
+            args = [self.decode(a) for a in message.get("args", [])]
+            kwargs = {str(k): self.decode(v) for k, v in message.get("kwargs", [])}
+            return {"op": "return", "value": self.encode(function(*args, **kwargs))}
+        except Exception as error:  # the check's own callable raised: hand the error over
+            return {"op": "raise", "type": type(error).__name__, "message": str(error)}
+
+    # -- values --------------------------------------------------------------------------
+    def _register(self, function) -> int:
+        number = len(self.callbacks) + 1
+        self.callbacks[number] = function
+        return number
+
+    def encode(self, value):
+        return protocol.encode(value, register_callable=self._register)
+
+    def decode(self, data):
+        try:
+            return protocol.decode(data, make_handle=lambda n, name: protocol.Unsupported(f"function {name}"))
+        except protocol.ProtocolError as error:
+            self.close()
+            raise SandboxError(f"the notebook's process sent a malformed value ({error})") from None
+
+    # -- requests ------------------------------------------------------------------------
+    def run_cell(self, source: str) -> dict:
+        reply = self.request({"op": "run", "source": source})
+        if reply.get("op") != "ran":
+            raise SandboxError("unexpected reply to a cell")
+        cap = self.limits.output_characters
+        return {"stdout": str(reply.get("stdout", ""))[:cap + 200], "stderr": str(reply.get("stderr", ""))[:cap + 200],
+                "error": reply.get("error") if isinstance(reply.get("error"), dict) else None}
+
+    def lookup(self, name: str):
+        """The learner's global ``name``: a proxy for a function, a rebuilt value, or KeyError."""
+        reply = self.request({"op": "describe", "name": name})
+        kind = reply.get("kind")
+        if kind == "callable":
+            return LearnerFunction(self, name, reply.get("parameters"))
+        if kind == "value":
+            return self.decode(reply.get("value"))
+        raise KeyError(name)
+
+    def call(self, name: str, args: tuple, kwargs: dict, measure_memory: bool = False):
+        message = {"op": "call", "name": name, "args": [self.encode(a) for a in args],
+                   "kwargs": [[k, self.encode(v)] for k, v in kwargs.items()], "measure_memory": measure_memory}
+        reply = self.request(message)
+        stdout = str(reply.get("stdout", ""))[: self.limits.output_characters]
+        if stdout:
+            print(stdout, end="" if stdout.endswith("\n") else "\n")
+        if reply["op"] == "raise":
+            self.last_call = CallRecord(stdout=stdout, traceback=str(reply.get("traceback", "")))
+            raise learner_exception(str(reply.get("type", "Exception")), str(reply.get("message", "")))
+        if reply["op"] != "return":
+            raise SandboxError("unexpected reply to a call")
+        value = self.decode(reply.get("value"))
+        peak = reply.get("peak")
+        self.last_call = CallRecord(stdout=stdout, peak_bytes=int(peak) if isinstance(peak, int) else None)
+        for index, data in reply.get("mutated", []):
+            original = args[int(index)]
+            updated = self.decode(data)
+            if hasattr(original, "shape") and getattr(updated, "shape", None) == original.shape:
+                original[...] = updated  # the learner changed its input in place: mirror it
+        return value
+
+
+class LearnerException(Exception):
+    """An exception raised by the learner's code, of a type that is not a builtin."""
+
+
+def learner_exception(type_name: str, message: str) -> BaseException:
+    """Rebuild the learner's exception as a builtin of the same name (ValueError stays ValueError)."""
+    kind = getattr(builtins, type_name, None)
+    if isinstance(kind, type) and issubclass(kind, Exception) and kind is not StopIteration:
+        return kind(message)
+    return LearnerException(f"{type_name}: {message}")
+
+
+class LearnerFunction:
+    """Calls a learner's function inside the sandbox; behaves like the function for checks."""
+
+    def __init__(self, sandbox: Sandbox, name: str, parameters):
+        self._sandbox, self.__name__, self.__qualname__ = sandbox, name, name
+        self.__signature__ = _signature(parameters)
+
+    def __call__(self, *args, **kwargs):
+        return self._sandbox.call(self.__name__, args, kwargs)
+
+    def call_measuring_memory(self, *args, **kwargs):
+        """(result, peak bytes allocated during the call, measured by tracemalloc over there)."""
+        value = self._sandbox.call(self.__name__, args, kwargs, measure_memory=True)
+        return value, self._sandbox.last_call.peak_bytes
+
+    def __repr__(self):
+        return f"<learner function {self.__name__}>"
+
+
+def _signature(parameters):
+    """An inspect.Signature rebuilt from names, kinds and default reprs (defaults never evaluated as code)."""
+    import ast
+
+    if parameters is None:
+        return None
+    rebuilt = []
+    try:
+        for name, kind, default in parameters:
+            value = inspect.Parameter.empty
+            if default is not None:
+                try:
+                    value = ast.literal_eval(default)
+                except (ValueError, SyntaxError):
+                    value = _Repr(default)
+            rebuilt.append(inspect.Parameter(str(name), inspect._ParameterKind(int(kind)), default=value))
+        return inspect.Signature(rebuilt)
+    except (ValueError, TypeError):
+        return None
+
+
+class _Repr:
+    def __init__(self, text):
+        self.text = str(text)[:200]
+
+    def __repr__(self):
+        return self.text

@@ -1,0 +1,143 @@
+"""The wire format between the trusted grader and a sandboxed learner process.
+
+One JSON object per line. Values travel as tagged plain data: numbers, strings, tuples,
+lists, string-keyed dicts and numpy arrays (raw bytes, base64, from a short list of dtypes).
+Nothing is ever pickled, and a decoded value is always a fresh builtin or a plain
+``np.ndarray``: an object from the other side cannot run code, override ``__eq__`` or
+``__array_ufunc__``, or subclass anything. Callables cross as numbered handles.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+
+import numpy as np
+
+# Plain numeric dtypes only: no object arrays, no structured or datetime dtypes.
+ALLOWED_DTYPES = {
+    np.dtype(name).str: np.dtype(name)
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float16", "float32", "float64", "complex64", "complex128")
+}
+MAX_DEPTH = 20
+MAX_LINE_BYTES = 64 * 2**20  # one message; a bigger one is treated as an output flood
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a valid message."""
+
+
+class Unsupported:
+    """Stands for a value of a type that cannot cross (e.g. a torch tensor, a generator).
+
+    Checks see an object of this class, never the original, and report its type name.
+    """
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __repr__(self):
+        return f"<{self.type_name} (not transferable)>"
+
+
+class Handle:
+    """A callable that lives on the other side, referenced by number."""
+
+    def __init__(self, number: int, name: str = "function"):
+        self.number, self.name = number, name
+
+
+def _float(value: float):
+    return value if math.isfinite(value) else repr(value)
+
+
+def encode(value, register_callable=None, depth: int = 0):
+    """Tagged plain data for ``value``; callables go through ``register_callable`` (-> number)."""
+    if depth > MAX_DEPTH:
+        return {"t": "unsupported", "type": "too deeply nested value"}
+    if value is None:
+        return {"t": "none"}
+    if isinstance(value, bool) and type(value) is bool:
+        return {"t": "bool", "v": value}
+    if type(value) is int:
+        return {"t": "int", "v": str(value)}
+    if type(value) is float:
+        return {"t": "float", "v": _float(value)}
+    if type(value) is str:
+        return {"t": "str", "v": value}
+    if type(value) in (tuple, list):
+        return {"t": type(value).__name__, "v": [encode(v, register_callable, depth + 1) for v in value]}
+    if type(value) is dict and all(type(k) is str for k in value):
+        return {"t": "dict", "v": [[k, encode(v, register_callable, depth + 1)] for k, v in value.items()]}
+    if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype.str in ALLOWED_DTYPES:
+        array = np.ascontiguousarray(np.asarray(value))
+        kind = "ndarray" if type(value) is np.ndarray else ("ndarray_subclass" if isinstance(value, np.ndarray) else "scalar")
+        return {"t": kind, "type": type(value).__module__ + "." + type(value).__qualname__, "dtype": array.dtype.str,
+                "shape": list(array.shape), "b64": base64.b64encode(array.tobytes()).decode("ascii")}
+    if callable(value) and register_callable is not None:
+        return {"t": "callable", "id": register_callable(value), "name": getattr(value, "__name__", "function")}
+    return {"t": "unsupported", "type": type(value).__module__ + "." + type(value).__qualname__}
+
+
+def decode(data, make_handle=None, depth: int = 0):
+    """The value ``encode`` described, rebuilt from scratch; raises ProtocolError if malformed."""
+    if depth > MAX_DEPTH or type(data) is not dict or "t" not in data:
+        raise ProtocolError("malformed value")
+    tag = data["t"]
+    try:
+        if tag == "none":
+            return None
+        if tag == "bool":
+            return bool(data["v"] is True)
+        if tag == "int":
+            text = str(data["v"])
+            if len(text) > 4000:
+                raise ProtocolError("integer too large")
+            return int(text)
+        if tag == "float":
+            return float(data["v"])
+        if tag == "str":
+            return str(data["v"])
+        if tag in ("tuple", "list"):
+            items = [decode(v, make_handle, depth + 1) for v in data["v"]]
+            return tuple(items) if tag == "tuple" else items
+        if tag == "dict":
+            return {str(k): decode(v, make_handle, depth + 1) for k, v in data["v"]}
+        if tag in ("ndarray", "ndarray_subclass", "scalar"):
+            dtype = ALLOWED_DTYPES.get(str(data["dtype"]))
+            if dtype is None:
+                raise ProtocolError(f"dtype {data['dtype']!r} not allowed")
+            shape = tuple(int(n) for n in data["shape"])
+            raw = base64.b64decode(str(data["b64"]), validate=True)
+            array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+            if tag == "ndarray":
+                return array
+            if tag == "scalar":
+                return array[()]
+            return Unsupported(str(data.get("type", "ndarray subclass")) + " (a subclass of numpy.ndarray)")
+        if tag == "callable":
+            if make_handle is None:
+                raise ProtocolError("unexpected callable")
+            return make_handle(int(data["id"]), str(data.get("name", "function"))[:100])
+        if tag == "unsupported":
+            return Unsupported(str(data.get("type", "unknown"))[:200])
+    except ProtocolError:
+        raise
+    except Exception as error:  # any malformed field
+        raise ProtocolError(f"malformed {tag}: {type(error).__name__}") from None
+    raise ProtocolError(f"unknown tag {tag!r}")
+
+
+def dumps(message: dict) -> bytes:
+    return (json.dumps(message, allow_nan=True, separators=(",", ":")) + "\n").encode()
+
+
+def loads(line: bytes) -> dict:
+    try:
+        message = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ProtocolError("not a JSON message") from None
+    if type(message) is not dict or type(message.get("op")) is not str:
+        raise ProtocolError("message without op")
+    return message
