@@ -16,6 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("assignment", help="assignment id, e.g. 03_backward")
     grade_parser.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
     grade_parser.add_argument("--csv", type=Path, default=None, help="where to write the scores (default: build/grades.csv)")
+    grade_parser.add_argument("--timeout", type=float, default=120.0, help="seconds one cell may run (default: 120)")
     grade_parser.add_argument("--jobs", type=int, default=None, help="notebooks graded in parallel (default: all cores)")
 
     args = parser.parse_args(argv)
@@ -28,5 +29,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "grade":
         from grader.grade import grade
 
-        return grade(args.assignment, root=args.root, csv_path=args.csv, jobs=args.jobs)
+        return grade(args.assignment, root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout)
     return 2

@@ -35,10 +35,12 @@ def strict_array(value, what: str, shape: tuple, dtype=np.float64) -> np.ndarray
     ``what`` names the value in messages, e.g. ``"layer_norm_vjp(x, g)"``.
     """
     if type(value) is not np.ndarray:
-        kind = type(value).__module__ + "." + type(value).__name__
+        from grader.sandbox.protocol import Unsupported
+
+        kind = value.type_name if isinstance(value, Unsupported) else type(value).__module__ + "." + type(value).__name__
         hint = ""
-        if isinstance(value, np.ndarray):
-            hint = " It is a subclass of ndarray; return a plain array (np.asarray(result))."
+        if isinstance(value, np.ndarray) or "subclass of numpy.ndarray" in kind:
+            hint = " Return a plain array (np.asarray(result)), not a subclass."
         elif kind.startswith("torch"):
             hint = " Convert with .detach().numpy(), or compute with numpy throughout."
         elif isinstance(value, (list, tuple)):
@@ -121,3 +123,23 @@ def check_signature(function, name: str, expected: str) -> None:
 
 def passed(message: str) -> None:
     print("✔ " + message)
+
+
+def call_measuring_memory(function, *args, **kwargs):
+    """(result, peak bytes allocated during the call) measured with tracemalloc.
+
+    Under ``grader grade`` the learner's function is a proxy into its sandbox, where the
+    measurement is taken around the real call.
+    """
+    import tracemalloc
+
+    from grader.sandbox.client import LearnerFunction
+
+    if isinstance(function, LearnerFunction):
+        return function.call_measuring_memory(*args, **kwargs)
+    tracemalloc.start()
+    try:
+        result = function(*args, **kwargs)
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -80,25 +80,64 @@ def mirror_submission(root: Path, work: Path, assignment: str, student: str) -> 
     found = sorted(p.name for p in source.glob("*.ipynb"))
     for notebook in expected:
         path = source / f"{notebook}.ipynb"
+        blank = root / "release" / assignment / f"{notebook}.ipynb"
         if not path.exists():
             messages.append(f"{notebook}.ipynb is missing from the submission (found: {', '.join(found) or 'no notebook'}); "
                             "it scores zero. Submit the notebook under its original name.")
+            shutil.copyfile(blank, target / f"{notebook}.ipynb")
             continue
         problem = check_notebook_file(path)
         if problem:
             messages.append(f"{notebook}.ipynb {problem}; it could not be graded and scores zero.")
-            shutil.copyfile(root / "release" / assignment / f"{notebook}.ipynb", target / f"{notebook}.ipynb")
+            shutil.copyfile(blank, target / f"{notebook}.ipynb")
+        else:
+            source_nb = nbformat.read(root / "source" / assignment / f"{notebook}.ipynb", as_version=4)
+            expected_ids = [c.metadata["nbgrader"]["grade_id"] for c in source_nb.cells if "nbgrader" in c.metadata]
+            messages += repair_metadata(target / f"{notebook}.ipynb", expected_ids)
     return messages
 
 
-def sandbox_options(root: Path, work: Path, slot: int) -> dict:
+def repair_metadata(path: Path, expected_ids: list[str]) -> list[str]:
+    """Undo metadata damage that would make nbgrader reject the whole notebook.
+
+    A pasted copy of a graded cell is dropped (the first one is kept) and an unknown
+    nbgrader schema version is reset; the learner's work is graded and told what happened.
+    """
+    nb = nbformat.read(path, as_version=4)
+    messages, seen, cells = [], set(), []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader")
+        if isinstance(meta, dict):
+            grade_id = meta.get("grade_id")
+            if grade_id in seen:
+                messages.append(f"{path.stem}: cell '{grade_id}' appears more than once (copied?); only the first copy "
+                                "was graded.")
+                continue
+            seen.add(grade_id)
+            if meta.get("schema_version") != 3:
+                messages.append(f"{path.stem}: cell '{grade_id}' had nbgrader schema_version "
+                                f"{meta.get('schema_version')!r}; it was reset to 3.")
+                meta["schema_version"] = 3
+        cells.append(cell)
+    missing = [grade_id for grade_id in expected_ids if grade_id not in seen]
+    if missing:
+        messages.append(f"{path.stem}: cells {', '.join(missing)} were deleted from the notebook; graded cells "
+                        "among them score zero. Start again from a fresh copy of the assignment to restore them.")
+    if len(messages) > len(missing[:1]):
+        nb.cells = cells
+        nbformat.write(nb, path)
+    return messages
+
+
+def sandbox_options(root: Path, work: Path, slot: int, cell_seconds: float = 120.0) -> dict:
     extra_roots = [Path(__file__).resolve().parent.parent]  # the grader's own checkout, if it is a course
     extra_roots = [r for r in extra_roots if (r / "nbgrader_config.py").exists() and r != root]
     config = load_config(root)
     exchange = [Path(config.Exchange.root)] if "Exchange" in config and "root" in config.Exchange else [
         Path("/srv/nbgrader/exchange")]
     return {"mode": os.environ.get("LNCOURSE_ISOLATION", "auto"), "hide": paths_to_hide([root, *extra_roots], exchange),
-            "uid": SANDBOX_UID_BASE + slot, "scratch": str(work / "sandboxes")}
+            "uid": SANDBOX_UID_BASE + slot, "scratch": str(work / "sandboxes"),
+            "limits": {"cell_seconds": cell_seconds}}
 
 
 _slot = None
@@ -114,12 +153,12 @@ def _init_slot(counter):
 def _execute_task(args):
     from grader.execute import execute_submission
 
-    root, work, assignment, student, notebook = args
+    root, work, assignment, student, notebook, cell_seconds = args
     root, work = Path(root), Path(work)
     started = time.monotonic()
     result = execute_submission(str(root / "autograded" / student / assignment / f"{notebook}.ipynb"),
                                 str(root / "source" / assignment / f"{notebook}.ipynb"),
-                                sandbox_options(root, work, _slot or 0))
+                                sandbox_options(root, work, _slot or 0, cell_seconds))
     out = work / "results" / student / f"{notebook}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result))
@@ -133,7 +172,8 @@ def progress(done: int, total: int, started: float) -> None:
     print(f"\r[{bar}] {done}/{total}  elapsed {elapsed:5.1f}s  eta {eta:5.1f}s", end="", file=sys.stderr, flush=True)
 
 
-def grade(assignment: str, root: Path | None = None, csv_path: Path | None = None, jobs: int | None = None) -> int:
+def grade(assignment: str, root: Path | None = None, csv_path: Path | None = None, jobs: int | None = None,
+          cell_seconds: float = 120.0) -> int:
     """Grade every submission of ``assignment``; returns an exit code (0 even if submissions fail)."""
     import multiprocessing
 
@@ -175,7 +215,7 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     started, seconds, isolation = time.monotonic(), {}, None
     counter = multiprocessing.Value("i", 0)
     with ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot, initargs=(counter,)) as pool:
-        futures = [pool.submit(_execute_task, (str(root), str(work), assignment, s, nb)) for s, nb in ready]
+        futures = [pool.submit(_execute_task, (str(root), str(work), assignment, s, nb, cell_seconds)) for s, nb in ready]
         for done, future in enumerate(as_completed(futures), 1):
             student, notebook, duration, notes, isolation = future.result()
             seconds[(student, notebook)] = duration

@@ -7,12 +7,10 @@ diagnosis comes from the same properties: they say which term of the formula is 
 """
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 
 from grader import oracles
-from grader.compare import assert_close, call_learner, fail, passed, preview, strict_array
+from grader.compare import assert_close, call_learner, call_measuring_memory, fail, passed, preview, strict_array
 from grader.numerics import central_difference_jacobian, random_input, relative_error
 
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
@@ -209,13 +207,7 @@ def check_vjp_memory(layer_norm_vjp, d=4096, seed=0):
     """The VJP must not build a (d, d) matrix: peak memory O(d), checked with tracemalloc."""
     x, g = random_input((d,), seed=seed), random_input((d,), seed=seed + 1)
     budget = 64 * d * 8  # 64 vectors of d float64: generous for any vector formula, far below d*d
-    x_copy, g_copy = x.copy(), g.copy()
-    tracemalloc.start()
-    try:
-        v = layer_norm_vjp(x_copy, g_copy, eps=1e-5)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    v, peak = call_measuring_memory(layer_norm_vjp, x.copy(), g.copy(), eps=1e-5)
     what = f"layer_norm_vjp(x, g) at d = {d}"
     v = strict_array(v, what, (d,))
     if peak > budget:
