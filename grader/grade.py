@@ -104,7 +104,7 @@ def repair_metadata(path: Path, expected_ids: list[str]) -> list[str]:
     nbgrader schema version is reset; the learner's work is graded and told what happened.
     """
     nb = nbformat.read(path, as_version=4)
-    messages, seen, cells = [], set(), []
+    messages, seen, cells, changed = [], set(), [], False
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader")
         if isinstance(meta, dict):
@@ -112,18 +112,20 @@ def repair_metadata(path: Path, expected_ids: list[str]) -> list[str]:
             if grade_id in seen:
                 messages.append(f"{path.stem}: cell '{grade_id}' appears more than once (copied?); only the first copy "
                                 "was graded.")
+                changed = True
                 continue
             seen.add(grade_id)
             if meta.get("schema_version") != 3:
                 messages.append(f"{path.stem}: cell '{grade_id}' had nbgrader schema_version "
                                 f"{meta.get('schema_version')!r}; it was reset to 3.")
                 meta["schema_version"] = 3
+                changed = True
         cells.append(cell)
     missing = [grade_id for grade_id in expected_ids if grade_id not in seen]
     if missing:
         messages.append(f"{path.stem}: cells {', '.join(missing)} were deleted from the notebook; graded cells "
                         "among them score zero. Start again from a fresh copy of the assignment to restore them.")
-    if len(messages) > len(missing[:1]):
+    if changed:
         nb.cells = cells
         nbformat.write(nb, path)
     return messages

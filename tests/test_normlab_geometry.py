@@ -7,6 +7,7 @@ matplotlib.use("Agg")
 import inspect  # noqa: E402
 import io  # noqa: E402
 import re  # noqa: E402
+import tokenize  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -116,43 +117,47 @@ def test_reset_restores_initial_vector_and_controls(w):
 
 
 def test_randomise_changes_the_vector(w):
-    seen = [w.x]
     for _ in range(3):
+        before = w.x
         w.randomise_button.click()
         x = w.x
-        assert not any(np.array_equal(x, old) for old in seen[-1:]), "Randomise gave the same vector"
+        assert not np.array_equal(x, before), "Randomise gave the same vector"
         assert np.all((x >= w.sliders[0].min) & (x <= w.sliders[0].max))
         np.testing.assert_allclose(x, np.round(x, 1), atol=1e-12)  # on the slider grid
         np.testing.assert_allclose(w.heights("ln"), ln_ref(w.z), atol=1e-12)
-        seen.append(x)
 
 
 def test_figure_is_updated_in_place_never_rebuilt(w):
     fig, axes = w.fig, list(w.fig.axes)
     rects = [r for p in w.panels.values() for r in p.bars]
     n = w.n_renders
-    pngs = {w.image.value}
-    w.sliders[2].value = -3.3
-    w.scale.value = 5.0
-    w.shift.value = -8.0
-    w.show_rms.value = False
-    w.show_rms.value = True
-    w.randomise_button.click()
-    w.reset_button.click()
+    actions = [
+        lambda: setattr(w.sliders[2], "value", -3.3),
+        lambda: setattr(w.scale, "value", 5.0),
+        lambda: setattr(w.shift, "value", -8.0),
+        lambda: setattr(w.show_rms, "value", False),
+        lambda: setattr(w.show_rms, "value", True),
+        w.randomise_button.click,
+        w.reset_button.click,
+    ]
+    for act in actions:
+        before = w.image.value
+        act()
+        assert w.image.value != before, "every change must refresh the image"
     assert w.fig is fig and list(w.fig.axes) == axes
-    assert [r for p in w.panels.values() for r in p.bars] == rects
+    assert all(a is b for a, b in zip((r for p in w.panels.values() for r in p.bars), rects))
     assert all(any(r is a for a in p.ax.patches) for p in w.panels.values() for r in p.bars)
-    assert w.n_renders == n + 7
-    pngs.add(w.image.value)
-    assert len(pngs) == 1 or w.image.value.startswith(b"\x89PNG")
+    assert w.n_renders == n + len(actions)  # one render per event
 
 
 def test_blitting_draws_the_same_picture_as_a_full_redraw(w):
     PIL = pytest.importorskip("PIL.Image")
     rng = np.random.default_rng(3)
-    for k in range(40):  # enough moves to change axis limits several times
-        set_x(w, np.round(rng.uniform(-5, 5, 6), 1)) if k % 5 == 0 else None
-        w.scale.value = float(10 ** rng.uniform(-1, 1)) if k % 3 == 0 else w.scale.value
+    for k in range(12):  # big jumps, so that axis limits change several times
+        if k % 4 == 0:
+            w.set_x(np.round(rng.uniform(-5, 5, 6), 1))
+        if k % 2 == 0:
+            w.scale.value = float(10 ** rng.uniform(-1, 1))
         w.shift.value = float(np.round(rng.uniform(-10, 10), 1))
     assert w.n_panel_draws > 0, "the test meant to exercise panel redraws"
     blitted = np.asarray(PIL.open(io.BytesIO(w.image.value)).convert("RGB"), dtype=int)
@@ -186,15 +191,18 @@ def test_widget_tree_is_displayable_container(w):
 
     assert isinstance(w.widget, ipywidgets.VBox)
     assert isinstance(w.image, ipywidgets.Image) and w.image.format == "png"
-    assert w.image.value.startswith(b"\x89PNG")
+    assert bytes(w.image.value).startswith(b"\x89PNG")  # bytes in 7.x, memoryview in 8.x
     assert len(w.sliders) == 6 and all(s.orientation == "vertical" for s in w.sliders)
 
 
 def test_module_uses_only_the_ipywidgets_api_common_to_7_7_and_8():
     src = inspect.getsource(geometry)
-    for banned in ("Tab(", "Accordion(", "jslink", "jsdlink", "ipympl", "enable_custom_widget_manager",
-                   "Stack(", "TagsInput", "ColorsInput", "pyplot"):
-        assert banned not in src, banned
+    # Code only: drop comments and strings (docstrings may name what is avoided).
+    code = " ".join(tok.string for tok in tokenize.generate_tokens(io.StringIO(src).readline)
+                    if tok.type not in (tokenize.COMMENT, tokenize.STRING))
+    for banned in ("Tab", "Accordion", "jslink", "jsdlink", "ipympl", "enable_custom_widget_manager",
+                   "Stack", "TagsInput", "ColorsInput", "pyplot"):
+        assert not re.search(rf"\b{banned}\b", code), banned
     allowed = {"FloatSlider", "FloatLogSlider", "Button", "Checkbox", "ToggleButton", "HTML", "Label",
                "HBox", "VBox", "Layout", "Image", "Output"}
     used = set(re.findall(r"\bwidgets\.([A-Za-z_]+)", src))
@@ -223,8 +231,11 @@ def test_sphere_view_3d_circle_and_layernorm_points():
     ln_pts = np.column_stack(outputs[0].get_data_3d())
     assert ln_pts.shape == (25, 3)
     np.testing.assert_allclose(ln_pts.sum(axis=1), 0.0, atol=1e-12)
-    np.testing.assert_allclose(np.linalg.norm(ln_pts, axis=1), np.sqrt(3.0), atol=1e-4)  # eps
     data = sphere_points_3d(n_points=25, seed=1)
+    var = data["x"].var(axis=1)
+    # On the circle up to eps: ||x_hat||^2 = d sigma^2 / (sigma^2 + eps), slightly under 3.
+    np.testing.assert_allclose((ln_pts**2).sum(axis=1), 3 * var / (var + EPS), rtol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(ln_pts, axis=1), np.sqrt(3.0), rtol=1e-3)
     np.testing.assert_allclose(ln_pts, np.array([ln_ref(p) for p in data["x"]]), atol=1e-12)
     np.testing.assert_allclose(data["centred"].sum(axis=1), 0.0, atol=1e-12)
     assert fig.texts and "√3" in fig.texts[0].get_text()  # the title states the finding
