@@ -21,6 +21,7 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 test: $(STAMP)
+	bash tools/ensure-chromium
 	$(PY) -m pytest
 
 build: $(STAMP)
