@@ -19,6 +19,17 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("--timeout", type=float, default=120.0, help="seconds one cell may run (default: 120)")
     grade_parser.add_argument("--jobs", type=int, default=None, help="notebooks graded in parallel (default: all cores)")
 
+    commands.add_parser("bench-grade", help="time plain nbgrader against grader grade on a generated class",
+                        add_help=False)
+
+    if argv is None:
+        import sys
+
+        argv = sys.argv[1:]
+    if argv[:1] == ["bench-grade"]:
+        from grader.bench_grade import main as bench
+
+        return bench(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "build":
         from grader.build import build

@@ -197,6 +197,8 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     config = load_config(root)
     from grader.nbgrader_steps import run_phase
 
+    phase_started = time.monotonic()
+    timings = {}
     messages: dict[str, list[str]] = {}
     submitted_dir = os.path.relpath(work / "submitted", root)
     ready = []
@@ -214,6 +216,7 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
         ready += [(student, nb) for nb in assignment_notebooks(root, assignment)
                   if (root / "autograded" / student / assignment / f"{nb}.ipynb").exists()]
 
+    timings["sanitise"] = time.monotonic() - phase_started
     started, seconds, isolation = time.monotonic(), {}, None
     counter = multiprocessing.Value("i", 0)
     with ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot, initargs=(counter,)) as pool:
@@ -224,12 +227,15 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
             messages[student] += [f"{notebook}: {note}" for note in notes]
             progress(done, len(futures), started)
     print(file=sys.stderr)
-
+    timings["execute"] = time.monotonic() - started
+    phase_started = time.monotonic()
     for student in students:
         try:
             run_phase(config, root, assignment, student, "record", submitted_dir, str(work / "results"))
         except Exception as error:  # noqa: BLE001
             messages[student].append(f"recording the grade failed: {type(error).__name__}: {str(error)[:300]}")
+    timings["record"] = time.monotonic() - phase_started
+    phase_started = time.monotonic()
     result = run_nbgrader(root, "generate_feedback", assignment, "--force")
     if result.returncode != 0:
         print(result.stdout + result.stderr, file=sys.stderr)
@@ -237,9 +243,13 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     if result.returncode != 0:
         print(result.stdout + result.stderr, file=sys.stderr)
         return 1
+    timings["feedback+export"] = time.monotonic() - phase_started
     (work / "messages.json").write_text(json.dumps(messages, indent=1))
     mode = (isolation or {}).get("mode", "unknown")
-    print(f"isolation: {mode}; {len(ready)} notebooks executed in {time.monotonic() - started:.1f}s with {jobs} jobs")
+    per_notebook = sorted(seconds.values())
+    median = per_notebook[len(per_notebook) // 2] if per_notebook else 0.0
+    print(f"isolation: {mode}; {len(ready)} notebooks with {jobs} jobs; median {median:.1f}s per notebook; phases: "
+          + ", ".join(f"{name} {value:.1f}s" for name, value in timings.items()))
     print_scores(csv_path, assignment, messages)
     return 0
 

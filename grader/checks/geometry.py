@@ -181,6 +181,9 @@ class _RecordingNorm:
     def __call__(self, z):
         torch = _torch()
         z = np.array(z, dtype=np.float64, copy=True)
+        if z.ndim == 0:
+            fail(f"norm was called on a single number ({z}); it maps arrays of shape (..., d). Pass it the "
+                 "whole array a * x + c (and x).")
         with torch.no_grad():
             out = _torch_norm(self.name, torch.tensor(z, dtype=torch.float64), self.eps).numpy()
         self.calls.append((z, out.copy()))

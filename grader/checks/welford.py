@@ -211,8 +211,8 @@ def _variance_cause(function, x, n, mu, var, m, v, tol_var) -> str:
             mean_sq = mu * mu + var
             shared = int(np.floor(np.log10(mean_sq / var))) if var > 0 else 16
             kept = f"at most {16 - shared}" if shared < 16 else "none"
-            return (f"E[x²] − μ² cancels catastrophically: your variance is off by {error:.1e} (relative) at offset "
-                    f"{mu:.0e}" + (", and on the same data shifted to mean ≈ 0 it is right" if centred_ok else "")
+            return (f"E[x²] − μ² cancels catastrophically: your variance is off by {error:.1e} (relative) "
+                    f"at offset {mu:.0e}" + (", and on the same data shifted to mean ≈ 0 it is right" if centred_ok else "")
                     + f". mean(x²) ≈ {mean_sq:.6e} and μ² share their first {shared} significant digits; float64 "
                     f"carries about 16, so their difference keeps {kept} correct digits, fewer once rounding errors "
                     "add up. Update the mean and M2 (the sum of squared deviations) together, one element at a time "
@@ -488,7 +488,7 @@ def _combine_cause(a, b, result, expected) -> str:
     if na == 0 or nb == 0:
         return "merging with the empty partial (0, 0.0, 0.0) must return the other partial unchanged."
     delta = mb - ma
-    between = delta * delta * na * nb / n_exp
+    between = m2_exp - m2a - m2b  # the exact M2 of both chunks, less the spread within each: the between term
     tol_m = 1e-9 * (abs(delta) + 1e-300) + 8 * U * max(abs(ma), abs(mb))
     if abs(m - mean_exp) > tol_m:
         if abs(m - (ma + mb) / 2) <= tol_m:
@@ -498,7 +498,7 @@ def _combine_cause(a, b, result, expected) -> str:
             return ("the weights of the two means are swapped: mean_a + delta·n_b/n (the partial with more elements "
                     "pulls the mean towards itself), not delta·n_a/n.")
         return "the merged mean is mean_a + delta·n_b/n, with delta = mean_b − mean_a and n = n_a + n_b."
-    tol = 1e-9 * m2_exp + 1e-6 * between + 8 * U * max(abs(ma), abs(mb)) * abs(delta) * na * nb / n_exp + 1e-300
+    tol = 1e-9 * m2_exp + 1e-6 * between + 8 * U * max(abs(ma), abs(mb)) * abs(delta) * max(na, nb) + 1e-300
     if n_exp > 0 and abs(m2 - m2_exp / n_exp) <= tol / n_exp + 1e-12 * m2_exp / n_exp:
         return ("the third entry is the variance M2/n; the partial keeps M2, the sum of squared deviations, "
                 "because sums of squares of two chunks add, while variances do not.")

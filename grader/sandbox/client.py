@@ -14,6 +14,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -80,17 +81,17 @@ class Sandbox:
     """One confined learner process. Use as a context manager."""
 
     def __init__(self, mode: str = "auto", hide: list[str] = (), uid: int = 65534, limits: Limits | None = None,
-                 scratch: Path | None = None):
+                 scratch: Path | None = None, zygote: "Zygote | None" = None):
         self.limits = limits or Limits()
         self.workdir = Path(tempfile.mkdtemp(prefix="lncourse-sandbox-", dir=scratch))
         if os.getuid() == 0:
             os.chown(self.workdir, uid, uid)
         config = {"mode": mode, "hide": list(hide), "uid": uid, "gid": uid, "limits": self.limits.for_worker(),
                   "environment": sandbox_environment(str(self.workdir)), "output_limit": self.limits.output_characters}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.sandbox.worker", json.dumps(config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            cwd=self.workdir, start_new_session=True, env=self._startup_environment())
+        self.zygote = zygote or default_zygote()
+        self.pid, self.to_child, self.from_child = self.zygote.spawn(config, str(self.workdir))
+        self.exit_code = None
+        self.closed = False
         self.buffer = b""
         self.callbacks: dict[int, object] = {}
         self.last_call = CallRecord()
@@ -100,14 +101,6 @@ class Sandbox:
             raise SandboxError(f"the sandbox could not start: {hello.get('error', hello)}")
         self.isolation = hello["isolation"]
 
-    @staticmethod
-    def _startup_environment() -> dict:
-        # Only what Python needs to start and find this package; the worker replaces it.
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-        if "PYTHONPATH" in os.environ:
-            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-        return env
-
     # -- lifetime ------------------------------------------------------------------------
     def __enter__(self):
         return self
@@ -115,34 +108,41 @@ class Sandbox:
     def __exit__(self, *exc):
         self.close()
 
-    @property
-    def alive(self) -> bool:
-        return self.process.poll() is None
+    def _finish(self, wait: float) -> None:
+        """Collect the child's exit code from the zygote (it is the parent)."""
+        if self.exit_code is None:
+            self.exit_code = self.zygote.status(self.pid, wait)
 
     def close(self) -> None:
-        if self.process.poll() is None:
+        if self.closed:
+            return
+        self.closed = True
+        self._finish(0)
+        if self.exit_code is None:
             try:
-                os.killpg(self.process.pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
-                self.process.kill()
-        self.process.wait()
-        for pipe in (self.process.stdin, self.process.stdout):
+                pass
+            self._finish(10)
+        for fd in (self.to_child, self.from_child):
             try:
-                pipe.close()
+                os.close(fd)
             except OSError:
                 pass
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- channel -------------------------------------------------------------------------
     def send(self, message: dict) -> None:
+        data = protocol.dumps(message)
         try:
-            self.process.stdin.write(protocol.dumps(message))
-            self.process.stdin.flush()
-        except (BrokenPipeError, OSError):
+            while data:
+                data = data[os.write(self.to_child, data):]
+        except OSError:
             raise SandboxError(self._death_reason()) from None
 
     def _death_reason(self) -> str:
-        code = self.process.poll()
+        self._finish(2)
+        code = self.exit_code
         if code is None:
             return "the notebook's process stopped answering"
         if code < 0:
@@ -152,7 +152,7 @@ class Sandbox:
         return f"the notebook's process exited with status {code} (sys.exit, os._exit or a crash in the kernel)"
 
     def receive(self, deadline: float) -> dict:
-        fd = self.process.stdout.fileno()
+        fd = self.from_child
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -310,3 +310,60 @@ class _Repr:
 
     def __repr__(self):
         return self.text
+
+
+class Zygote:
+    """A warm process (``grader.sandbox.zygote``) that forks sandboxes on request."""
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
+               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+        if "PYTHONPATH" in os.environ:
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        self.process = subprocess.Popen([sys.executable, "-m", "grader.sandbox.zygote", str(theirs.fileno())],
+                                        pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                        start_new_session=True, cwd="/")
+        theirs.close()
+        self.control = ours
+        self.replies = ours.makefile("rb")
+        if not self._reply().get("ready"):
+            raise SandboxError("the sandbox zygote did not start")
+
+    def _reply(self) -> dict:
+        line = self.replies.readline()
+        if not line:
+            raise SandboxError("the sandbox zygote died")
+        return json.loads(line)
+
+    def spawn(self, config: dict, cwd: str) -> tuple[int, int, int]:
+        """Fork a sandbox; returns (pid, fd to write to it, fd to read from it)."""
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        request = json.dumps({"op": "fork", "config": config, "cwd": cwd}).encode()
+        socket.send_fds(self.control, [request], [to_child_r, from_child_w])
+        os.close(to_child_r)
+        os.close(from_child_w)
+        return int(self._reply()["pid"]), to_child_w, from_child_r
+
+    def status(self, pid: int, wait: float):
+        """Exit code of a finished sandbox (reaping it), or None if it is still running after ``wait`` s."""
+        socket.send_fds(self.control, [json.dumps({"op": "status", "pid": pid, "wait": wait}).encode()], [])
+        return self._reply()["code"]
+
+    def close(self) -> None:
+        self.control.close()
+        self.process.kill()
+        self.process.wait()
+
+
+_default_zygote: Zygote | None = None
+
+
+def default_zygote() -> Zygote:
+    """This process's zygote, started on first use."""
+    global _default_zygote
+    if _default_zygote is None or _default_zygote.process.poll() is not None:
+        _default_zygote = Zygote()
+    return _default_zygote

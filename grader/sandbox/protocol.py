@@ -71,7 +71,7 @@ def encode(value, register_callable=None, depth: int = 0):
     if type(value) is dict and all(type(k) is str for k in value):
         return {"t": "dict", "v": [[k, encode(v, register_callable, depth + 1)] for k, v in value.items()]}
     if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype.str in ALLOWED_DTYPES:
-        array = np.ascontiguousarray(np.asarray(value))
+        array = np.array(value, copy=True, order="C")  # keeps 0-d shapes (ascontiguousarray would not)
         kind = "ndarray" if type(value) is np.ndarray else ("ndarray_subclass" if isinstance(value, np.ndarray) else "scalar")
         return {"t": kind, "type": type(value).__module__ + "." + type(value).__qualname__, "dtype": array.dtype.str,
                 "shape": list(array.shape), "b64": base64.b64encode(array.tobytes()).decode("ascii")}

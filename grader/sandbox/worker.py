@@ -197,7 +197,11 @@ def _rebuild_exception(type_name: str, message: str) -> BaseException:
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
+    run(json.loads(sys.argv[1]))
+
+
+def run(config: dict) -> None:
+    """Confine this process, then serve the grader on fds 0 and 1 until told to exit."""
     channel_in, channel_out = _take_channel()
     from grader.sandbox import isolation
 
