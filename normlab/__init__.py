@@ -1,0 +1,1 @@
+"""Demos for the LayerNorm and RMSNorm course: widgets, figures and experiments the notebooks import."""

@@ -1,0 +1,298 @@
+"""Implementations of the 01_bn_vs_ln exercises: several correct, many classic mistakes.
+
+Each WRONG_* table maps a name to (function, substring the diagnosis must contain,
+keyword arguments for the check that exposes it).
+"""
+import math
+
+import numpy as np
+
+
+# ---------------------------------------------------------------- layernorm
+def ln_keepdims(x, gamma, beta, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+def ln_rows_fsum(x, gamma, beta, eps=1e-5):
+    """One token at a time, with exactly rounded sums."""
+    d = x.shape[-1]
+    rows = x.reshape(-1, d)
+    out = np.empty_like(rows)
+    for i, row in enumerate(rows):
+        mu = math.fsum(row) / d
+        var = math.fsum((v - mu) ** 2 for v in row) / d
+        out[i] = (row - mu) / math.sqrt(var + eps)
+    return out.reshape(x.shape) * gamma + beta
+
+
+def ln_np_var_newaxis(x, gamma, beta, eps=1e-5):
+    """np.var (biased by default) and indexing with None instead of keepdims."""
+    mu = np.mean(x, axis=-1)[..., None]
+    s = np.sqrt(np.var(x, axis=-1) + eps)[..., None]
+    return np.multiply(gamma, np.divide(x - mu, s)) + beta
+
+
+def ln_unbiased(x, gamma, beta, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    return gamma * (x - mu) / np.sqrt(x.var(axis=-1, ddof=1, keepdims=True) + eps) + beta
+
+
+def ln_eps_outside(x, gamma, beta, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    return gamma * (x - mu) / (x.std(axis=-1, keepdims=True) + eps) + beta
+
+
+def ln_eps_ignored(x, gamma, beta, eps=1e-5):
+    return ln_keepdims(x, gamma, beta, eps=0.0)
+
+
+def ln_eps_hardcoded(x, gamma, beta, eps=1e-5):
+    return ln_keepdims(x, gamma, beta)
+
+
+def ln_over_axis0(x, gamma, beta, eps=1e-5):
+    mu = x.mean(axis=0, keepdims=True)
+    return gamma * (x - mu) / np.sqrt(x.var(axis=0, keepdims=True) + eps) + beta
+
+
+def ln_over_everything(x, gamma, beta, eps=1e-5):
+    return gamma * (x - x.mean()) / np.sqrt(x.var() + eps) + beta
+
+
+def ln_no_keepdims(x, gamma, beta, eps=1e-5):
+    """Runs on 1-D and on square 2-D inputs, fails with a broadcasting error otherwise."""
+    return gamma * (x - x.mean(axis=-1)) / np.sqrt(x.var(axis=-1) + eps) + beta
+
+
+def ln_swapped(x, gamma, beta, eps=1e-5):
+    return ln_keepdims(x, beta, gamma, eps)
+
+
+def ln_affine_ignored(x, gamma, beta, eps=1e-5):
+    return ln_keepdims(x, np.ones_like(gamma), np.zeros_like(beta), eps)
+
+
+def ln_beta_ignored(x, gamma, beta, eps=1e-5):
+    return ln_keepdims(x, gamma, np.zeros_like(beta), eps)
+
+
+def ln_in_place(x, gamma, beta, eps=1e-5):
+    x -= x.mean(axis=-1, keepdims=True)
+    x /= np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+    return gamma * x + beta
+
+
+def ln_float32(x, gamma, beta, eps=1e-5):
+    return ln_keepdims(x, gamma, beta, eps).astype(np.float32)
+
+
+def ln_list(x, gamma, beta, eps=1e-5):
+    return ln_keepdims(x, gamma, beta, eps).tolist()
+
+
+def ln_no_centring(x, gamma, beta, eps=1e-5):
+    return gamma * x / np.sqrt(x.var(axis=-1, keepdims=True) + eps) + beta
+
+
+def ln_divide_by_variance(x, gamma, beta, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    return gamma * (x - mu) / (x.var(axis=-1, keepdims=True) + eps) + beta
+
+
+def ln_naive_variance(x, gamma, beta, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = (x * x).mean(axis=-1, keepdims=True) - mu * mu
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+CORRECT_LAYERNORMS = [ln_keepdims, ln_rows_fsum, ln_np_var_newaxis]
+WRONG_LAYERNORMS = {
+    "unbiased variance": (ln_unbiased, "unbiased variance", {}),
+    "eps outside the sqrt": (ln_eps_outside, "outside the square root", {}),
+    "eps outside the sqrt, eps = 1": (ln_eps_outside, "outside the square root", {"shape": (3, 6), "eps": 1.0}),
+    "eps ignored": (ln_eps_ignored, "eps is ignored", {"shape": (4, 5), "eps": 1.0}),
+    "eps hard-coded": (ln_eps_hardcoded, "whatever eps was passed", {"shape": (4, 5), "eps": 1.0}),
+    "statistics over axis 0": (ln_over_axis0, "that is BatchNorm", {"shape": (6, 5)}),
+    "statistics over axis 0, 3-D": (ln_over_axis0, "axis 0 only", {"shape": (3, 4, 5)}),
+    "statistics over everything": (ln_over_everything, "the whole array", {"shape": (3, 4, 5)}),
+    "no keepdims, (2, 3, 5)": (ln_no_keepdims, "keepdims=True", {}),
+    "no keepdims, square": (ln_no_keepdims, "one token at a time your function is right", {"shape": (5, 5)}),
+    "gamma and beta swapped": (ln_swapped, "swapped", {}),
+    "gamma and beta ignored": (ln_affine_ignored, "gamma and beta are ignored", {}),
+    "beta ignored": (ln_beta_ignored, "beta is ignored", {}),
+    "in-place": (ln_in_place, "in place", {}),
+    "float32 result": (ln_float32, "dtype float32", {}),
+    "list result": (ln_list, "builtins.list", {}),
+    "not centred": (ln_no_centring, "did not subtract the mean", {}),
+    "divides by the variance": (ln_divide_by_variance, "divided by the variance", {}),
+    "naive variance, large offset": (ln_naive_variance, "cancels catastrophically",
+                                     {"shape": (4, 16), "offset": 1e4, "scale": 1e-2}),
+}
+
+
+# ---------------------------------------------------------------- batch_norm
+def bn_axes_tuple(x, gamma, beta, eps=1e-5):
+    axes = tuple(range(x.ndim - 1))
+    mu = x.mean(axis=axes)
+    var = x.var(axis=axes)
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+def bn_flatten(x, gamma, beta, eps=1e-5):
+    """Flatten every leading axis into one, normalise the columns, restore the shape."""
+    flat = x.reshape(-1, x.shape[-1])
+    centred = flat - flat.sum(axis=0) / flat.shape[0]
+    var = np.einsum("nd,nd->d", centred, centred) / flat.shape[0]
+    return (centred / np.sqrt(var + eps) * gamma + beta).reshape(x.shape)
+
+
+def bn_over_last_axis(x, gamma, beta, eps=1e-5):
+    return ln_keepdims(x, gamma, beta, eps)
+
+
+def bn_over_axis0(x, gamma, beta, eps=1e-5):
+    return gamma * (x - x.mean(axis=0)) / np.sqrt(x.var(axis=0) + eps) + beta
+
+
+def bn_unbiased(x, gamma, beta, eps=1e-5):
+    axes = tuple(range(x.ndim - 1))
+    return gamma * (x - x.mean(axis=axes)) / np.sqrt(x.var(axis=axes, ddof=1) + eps) + beta
+
+
+def bn_eps_outside(x, gamma, beta, eps=1e-5):
+    axes = tuple(range(x.ndim - 1))
+    return gamma * (x - x.mean(axis=axes)) / (x.std(axis=axes) + eps) + beta
+
+
+def bn_swapped(x, gamma, beta, eps=1e-5):
+    return bn_axes_tuple(x, beta, gamma, eps)
+
+
+def bn_gamma_ignored(x, gamma, beta, eps=1e-5):
+    return bn_axes_tuple(x, np.ones_like(gamma), beta, eps)
+
+
+def bn_in_place(x, gamma, beta, eps=1e-5):
+    axes = tuple(range(x.ndim - 1))
+    x -= x.mean(axis=axes)
+    return gamma * x / np.sqrt(x.var(axis=axes) + eps) + beta
+
+
+def bn_float32(x, gamma, beta, eps=1e-5):
+    return bn_axes_tuple(x, gamma, beta, eps).astype(np.float32)
+
+
+CORRECT_BATCH_NORMS = [bn_axes_tuple, bn_flatten]
+WRONG_BATCH_NORMS = {
+    "over the last axis (LayerNorm)": (bn_over_last_axis, "that is LayerNorm", {}),
+    "over axis 0 only": (bn_over_axis0, "axis 0 only", {"shape": (3, 4, 5)}),
+    "unbiased variance": (bn_unbiased, "unbiased variance", {}),
+    "eps outside the sqrt": (bn_eps_outside, "outside the square root", {"shape": (2, 3, 4), "eps": 1.0}),
+    "gamma and beta swapped": (bn_swapped, "swapped", {}),
+    "gamma ignored": (bn_gamma_ignored, "gamma is ignored", {}),
+    "in-place": (bn_in_place, "in place", {}),
+    "float32 result": (bn_float32, "dtype float32", {}),
+}
+
+
+# ---------------------------------------------------------------- leaks_future
+def probe_perturb_all(norm, x, t):
+    changed = x.copy()
+    changed[:, t + 1:] += 1.0 + np.random.default_rng(0).standard_normal(changed[:, t + 1:].shape)
+    return not np.array_equal(norm(x)[:, : t + 1], norm(changed)[:, : t + 1])
+
+
+def probe_truncate(norm, x, t):
+    """Run norm without the future at all: the prefix must come out the same."""
+    return not np.array_equal(norm(x)[:, : t + 1], norm(x[:, : t + 1]))
+
+
+def probe_one_position_at_a_time(norm, x, t):
+    before = norm(x)[:, : t + 1]
+    for j in range(t + 1, x.shape[1]):
+        changed = x.copy()
+        changed[:, j] = changed[:, j] * -3.0 + 7.0
+        if np.any(norm(changed)[:, : t + 1] != before):
+            return True
+    return False
+
+
+def probe_always_false(norm, x, t):
+    return False
+
+
+def probe_always_true(norm, x, t):
+    return True
+
+
+def probe_only_position_t(norm, x, t):
+    changed = x.copy()
+    changed[:, t + 1:] += 1.0
+    return not np.array_equal(norm(x)[:, t], norm(changed)[:, t])
+
+
+def probe_only_next_token(norm, x, t):
+    changed = x.copy()
+    if t + 1 < x.shape[1]:
+        changed[:, t + 1] += 1.0
+    return not np.array_equal(norm(x)[:, : t + 1], norm(changed)[:, : t + 1])
+
+
+def probe_off_by_one(norm, x, t):
+    changed = x.copy()
+    changed[:, t:] += 1.0
+    return not np.array_equal(norm(x)[:, : t + 1], norm(changed)[:, : t + 1])
+
+
+def probe_compares_everything(norm, x, t):
+    changed = x.copy()
+    changed[:, t + 1:] += 1.0
+    return not np.array_equal(norm(x), norm(changed))
+
+
+def probe_zero_fill(norm, x, t):
+    changed = x.copy()
+    changed[:, t + 1:] = 0.0
+    return not np.array_equal(norm(x)[:, : t + 1], norm(changed)[:, : t + 1])
+
+
+def probe_allclose(norm, x, t):
+    changed = x.copy()
+    changed[:, t + 1:] += 1.0
+    return not np.allclose(norm(x)[:, : t + 1], norm(changed)[:, : t + 1])
+
+
+def probe_in_place(norm, x, t):
+    before = norm(x)
+    x[:, t + 1:] += 1.0
+    return not np.array_equal(before[:, : t + 1], norm(x)[:, : t + 1])
+
+
+def probe_per_position(norm, x, t):
+    changed = x.copy()
+    changed[:, t + 1:] += 1.0
+    return np.any(norm(x)[:, : t + 1] != norm(changed)[:, : t + 1], axis=(0, 2))
+
+
+def probe_excludes_t(norm, x, t):
+    changed = x.copy()
+    changed[:, t + 1:] += 1.0
+    return not np.array_equal(norm(x)[:, :t], norm(changed)[:, :t])
+
+
+CORRECT_PROBES = [probe_perturb_all, probe_truncate, probe_one_position_at_a_time]
+WRONG_PROBES = {
+    "always False": (probe_always_false, "never called norm", {}),
+    "always True": (probe_always_true, "never called norm", {}),
+    "only position t": (probe_only_position_t, "not only", {}),
+    "only the next token": (probe_only_next_token, "only changed token t + 1", {}),
+    "off by one": (probe_off_by_one, "not after t", {}),
+    "compares every position": (probe_compares_everything, "Compare only positions 0..t", {}),
+    "zero fill": (probe_zero_fill, "zero padding", {}),
+    "np.allclose": (probe_allclose, "too tolerant", {}),
+    "in-place": (probe_in_place, "in place", {}),
+    "returns an array": (probe_per_position, "reduce it to one answer", {}),
+    "excludes position t": (probe_excludes_t, "Check the slice you compare", {}),
+}

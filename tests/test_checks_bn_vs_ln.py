@@ -1,0 +1,82 @@
+"""The 01_bn_vs_ln checks accept correct variants and diagnose classic mistakes."""
+import numpy as np
+import pytest
+
+from grader.checks import bn_vs_ln as checks
+from grader.compare import CheckFailed
+from tests.implementations import bn_vs_ln as impl
+
+
+@pytest.mark.parametrize("layernorm", impl.CORRECT_LAYERNORMS, ids=lambda f: f.__name__)
+def test_correct_layernorms_pass(layernorm):
+    checks.check_layernorm(layernorm)
+    checks.check_layernorm(layernorm, shape=(7,), seed=1)
+    checks.check_layernorm(layernorm, shape=(2, 3, 4, 5), seed=2, eps=1.0)
+    checks.check_layernorm(layernorm, shape=(6, 32), seed=3, scale=1e-2, offset=1e4)
+    checks.check_layernorm(layernorm, shape=(3, 1), seed=4)
+
+
+@pytest.mark.parametrize("name", list(impl.WRONG_LAYERNORMS))
+def test_wrong_layernorms_are_diagnosed(name):
+    function, diagnosis, kwargs = impl.WRONG_LAYERNORMS[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_layernorm(function, **kwargs)
+    assert diagnosis in str(failure.value), str(failure.value)
+
+
+@pytest.mark.parametrize("batch_norm", impl.CORRECT_BATCH_NORMS, ids=lambda f: f.__name__)
+def test_correct_batch_norms_pass(batch_norm):
+    checks.check_batch_norm(batch_norm)
+    checks.check_batch_norm(batch_norm, shape=(2, 3, 2, 4), seed=1)
+    checks.check_batch_norm(batch_norm, shape=(64, 3), seed=2, eps=1.0)
+    checks.check_batch_norm(batch_norm, shape=(4, 5, 6), seed=3, scale=1e-2, offset=1e4)
+    checks.check_batch_norm(batch_norm, shape=(1, 5, 3), seed=4)
+
+
+@pytest.mark.parametrize("name", list(impl.WRONG_BATCH_NORMS))
+def test_wrong_batch_norms_are_diagnosed(name):
+    function, diagnosis, kwargs = impl.WRONG_BATCH_NORMS[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_batch_norm(function, **kwargs)
+    assert diagnosis in str(failure.value), str(failure.value)
+
+
+@pytest.mark.parametrize("probe", impl.CORRECT_PROBES, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("shape", [(2, 6, 4), (1, 7, 3), (3, 4, 1), (2, 2, 5), (4, 10, 8)])
+def test_correct_probes_pass(probe, shape):
+    checks.check_leaks_future(probe, shape=shape, seed=sum(shape))
+
+
+@pytest.mark.parametrize("name", list(impl.WRONG_PROBES))
+def test_wrong_probes_are_diagnosed(name):
+    function, diagnosis, kwargs = impl.WRONG_PROBES[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_leaks_future(function, **kwargs)
+    assert diagnosis in str(failure.value), str(failure.value)
+
+
+def test_probe_targets_behave_as_labelled():
+    """The functions the probe is pointed at really are causal or leaky, as each case says."""
+    for shape in [(2, 6, 4), (1, 7, 3)]:
+        for case in checks._probe_cases(shape, seed=0):
+            x, t = case.x, case.t
+            changed = x.copy()
+            changed[:, t + 1:] += 1.0 + np.arange(changed[:, t + 1:].size).reshape(changed[:, t + 1:].shape) / 7
+            moved = not np.array_equal(case.norm(x)[:, : t + 1], case.norm(changed)[:, : t + 1])
+            assert moved == case.leaks, case.description
+
+
+def test_batch_norm_oracle_handles_a_single_token():
+    x = np.array([[3.0, -1.0]])
+    np.testing.assert_array_equal(checks._torch_batch_norm(x, 1e-5), np.zeros((1, 2)))
+
+
+@pytest.mark.parametrize("check, args", [
+    (checks.check_layernorm, ()), (checks.check_batch_norm, ()), (checks.check_leaks_future, ()),
+])
+def test_stubs_raise_not_implemented(check, args):
+    def stub(*_args, **_kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedError):
+        check(stub, *args)

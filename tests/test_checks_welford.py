@@ -1,0 +1,142 @@
+"""The 06_welford checks accept correct variants and diagnose classic mistakes."""
+import numpy as np
+import pytest
+
+from grader.checks import welford as checks
+from grader.compare import CheckFailed
+from tests.implementations import welford as impl
+
+# The hidden tests' inputs: single and two elements, integers, constants, offsets of both signs.
+SPECIAL_INPUTS = [
+    np.array([3.25]),
+    np.array([1e8 + 0.5]),
+    np.array([1e8, 1e8 + 1.0]),
+    np.array([2281.5, 2281.25]),
+    np.arange(1, 11),
+    np.full(50, 0.1),
+    np.array([7], dtype=np.int32),
+    10**9 + np.random.default_rng(3).integers(0, 100, size=300),
+]
+
+
+@pytest.mark.parametrize("mean_var", impl.CORRECT_MEAN_VARS, ids=lambda f: f.__name__)
+def test_correct_mean_vars_pass(mean_var):
+    checks.check_welford_mean_var(mean_var)
+    checks.check_welford_mean_var(mean_var, n=300, offset=-1e10, seed=1)
+    checks.check_welford_mean_var(mean_var, n=200, offset=1e6, scale=1e-3, seed=2)
+    for x in SPECIAL_INPUTS:
+        checks.check_welford_mean_var(mean_var, x=x)
+
+
+@pytest.mark.parametrize("mean_var", impl.CORRECT_MEAN_VARS, ids=lambda f: f.__name__)
+def test_correct_mean_vars_make_one_pass(mean_var):
+    checks.check_welford_one_pass(mean_var)
+    checks.check_welford_one_pass(mean_var, n=1, seed=1)
+    checks.check_welford_one_pass(mean_var, n=300, offset=10**9, dtype=np.int64, seed=2)
+
+
+@pytest.mark.parametrize("name", list(impl.WRONG_MEAN_VARS))
+def test_wrong_mean_vars_are_diagnosed(name):
+    function, diagnosis, kwargs = impl.WRONG_MEAN_VARS[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_welford_mean_var(function, **kwargs)
+    assert diagnosis in str(failure.value), str(failure.value)
+
+
+@pytest.mark.parametrize("name", list(impl.WRONG_ONE_PASS))
+def test_wrong_one_pass_are_diagnosed(name):
+    function, diagnosis, kwargs = impl.WRONG_ONE_PASS[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_welford_one_pass(function, **kwargs)
+    assert diagnosis in str(failure.value), str(failure.value)
+
+
+@pytest.mark.parametrize("name", ["two loops", "sum(x) then a generator", "np.mean and np.var", "keeps a list"])
+def test_two_pass_answers_are_accurate_so_only_the_stream_catches_them(name):
+    checks.check_welford_mean_var(impl.WRONG_ONE_PASS[name][0])
+
+
+def test_naive_formula_passes_without_an_offset():
+    """E[x²] − μ² is fine when |μ| is comparable to σ: only the offset exposes it."""
+    checks.check_welford_mean_var(impl.naive_sums, offset=0.0)
+
+
+def test_naive_formula_gives_a_wrong_float32_pair():
+    x = np.array([2281.5, 2281.25], dtype=np.float32)
+    naive = np.mean(x * x) - np.mean(x) ** 2
+    assert checks.exact_mean_var(x) == (2281.375, 0.015625)
+    assert naive != np.float32(0.015625)
+
+
+def test_exact_oracle():
+    assert checks.exact_mean_var(np.array([2.0, 4.0, 6.0, 8.0])) == (5.0, 5.0)
+    x = 1e8 + np.random.default_rng(0).standard_normal(500)
+    mean, var = checks.exact_mean_var(x)
+    assert abs(var - float(np.var(x - 1e8))) < 1e-12  # x - 1e8 is exact, the variance is shift invariant
+    assert checks.exact_moments(np.array([], dtype=np.float64))[0] == 0
+
+
+def test_stream_behaves_like_a_one_dimensional_array_read_once():
+    values = np.array([1.0, 2.0, 4.0])
+    stream = checks.CountingStream(values)
+    assert len(stream) == 3 and stream.shape == (3,) and stream.size == 3 and stream.ndim == 1
+    assert stream.dtype == np.float64
+    assert stream[-1] == 4.0 and list(stream[:2]) == [1.0, 2.0]
+    with pytest.raises(CheckFailed, match="second time"):
+        list(stream)
+    with pytest.raises(CheckFailed, match="whole array"):
+        checks.CountingStream(values) * 2.0
+    with pytest.raises(CheckFailed, match="whole array"):
+        np.float64(1.0) - checks.CountingStream(values)
+    with pytest.raises(CheckFailed, match="np.asarray"):
+        np.asarray(checks.CountingStream(values))
+    with pytest.raises(CheckFailed, match="x.sum"):
+        np.sum(checks.CountingStream(values))
+
+
+@pytest.mark.parametrize("combine", impl.CORRECT_COMBINES, ids=lambda f: f.__name__)
+def test_correct_combines_pass(combine):
+    checks.check_welford_combine(combine)
+    checks.check_welford_combine(combine, impl.welford_classic)
+    checks.check_welford_combine(combine, sizes=(1, 1), offset=0.0, seed=1)
+    checks.check_welford_combine(combine, sizes=(0, 0, 300, 1, 0, 2, 77), offset=-1e8, seed=2)
+    checks.check_welford_combine(combine, impl.welford_float_count, sizes=(64,) * 16, offset=1e4, seed=3)
+
+
+@pytest.mark.parametrize("name", list(impl.WRONG_COMBINES))
+def test_wrong_combines_are_diagnosed(name):
+    function, diagnosis, kwargs = impl.WRONG_COMBINES[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_welford_combine(function, **kwargs)
+    assert diagnosis in str(failure.value), str(failure.value)
+
+
+def test_combine_disagreeing_with_one_pass_is_reported():
+    with pytest.raises(CheckFailed, match="one of your two functions"):
+        checks.check_welford_combine(impl.combine_chan, impl.unbiased)
+
+
+def test_stubs_raise_not_implemented():
+    def stub(*args):
+        raise NotImplementedError()
+
+    for check in (checks.check_welford_mean_var, checks.check_welford_one_pass, checks.check_welford_combine):
+        with pytest.raises(NotImplementedError):
+            check(stub)
+
+
+def test_checks_do_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, grader.checks.welford; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_sandbox_fallback_checks_memory_and_answer():
+    """Through a grading sandbox only plain arrays cross: the check falls back to memory and accuracy."""
+    values = 1e8 + np.random.default_rng(0).standard_normal(20000)
+    checks._check_constant_memory(impl.welford_classic, values, 1e8)
+    for wrong, diagnosis in [(impl.keeps_a_list, "copy of the data"), (impl.naive_sums, "check_welford_mean_var")]:
+        with pytest.raises(CheckFailed, match=diagnosis):
+            checks._check_constant_memory(wrong, values, 1e8)
