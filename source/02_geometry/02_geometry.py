@@ -1,0 +1,647 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · The geometry of LayerNorm: a projection, then a sphere
+#
+# LayerNorm takes a token $\mathbf x\in\mathbb R^d$ and throws away exactly two numbers: its
+# mean and its overall scale. What is left is a direction. This notebook makes that sentence
+# precise and visible, because it explains what LayerNorm ignores (and so what the next layer
+# can never see), why $\epsilon$ matters for quiet tokens, what RMSNorm gives up, and why the
+# weights in front of a norm keep growing during training.
+#
+# In this notebook you will
+#
+# 1. write centring as a matrix, the projection $\mathbf P=\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$, and check that it is one,
+# 2. see that dividing by $s$ puts every token on a sphere of radius $\sqrt d$, and what $\epsilon$ does to that sphere,
+# 3. look at the whole picture in $d=3$,
+# 4. establish the invariances $\operatorname{LN}(a\mathbf x+c\mathbf 1)=\operatorname{LN}(\mathbf x)$, and compare with RMSNorm,
+# 5. measure invariances with a function of your own, and drag the bars of a 6-dimensional token, and
+# 6. see what scale invariance does to the weights of a linear layer followed by a norm.
+#
+# **How the exercises work.** Each exercise is a function with a fixed signature. Replace
+# `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
+# Until you implement a function, its checks fail with `NotImplementedError`; that is expected.
+# A failing check tells you what it expected, what it got, and the most likely cause.
+
+# %%
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import display
+
+from grader.checks.geometry import check_centering_matrix, check_invariance_gap
+from grader.compare import check_signature
+from normlab.geometry import BarDragWidget, sphere_points_3d, sphere_view_3d, static_geometry_figure
+
+np.set_printoptions(precision=4, suppress=True)
+GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader: demo cells then do less
+
+# %% [markdown]
+# ## 1. Two facts about one token
+#
+# Recall LayerNorm for one token, without its gain and shift (notebook 01):
+#
+# $$\mu=\frac1d\sum_{j=1}^d x_j,\qquad \sigma^2=\frac1d\sum_{j=1}^d (x_j-\mu)^2,\qquad s=\sqrt{\sigma^2+\epsilon},\qquad
+#   \hat{\mathbf x}=\frac{\mathbf x-\mu\mathbf 1}{s}.$$
+#
+# The cell below defines it (and RMSNorm, for later) for arrays of any shape `(..., d)` and runs
+# it on the worked example $\mathbf x=(2,4,6,8)$: $\mu=5$, deviations $(-3,-1,1,3)$, $\sigma^2=5$.
+
+# %%
+def ln(x, eps=1e-5):
+    """LayerNorm without gain and shift, over the last axis. x: (..., d) -> x_hat: (..., d)."""
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps)
+
+
+def rms(x, eps=1e-5):
+    """RMSNorm without gain, over the last axis. x: (..., d) -> (..., d)."""
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+
+
+x_example = np.array([2.0, 4.0, 6.0, 8.0])
+for eps in (0.0, 1e-5):
+    x_hat = ln(x_example, eps)
+    print(f"eps = {eps:g}:  x_hat = {x_hat}   sum = {x_hat.sum():+.1e}   sum of squares = {np.sum(x_hat**2):.6f}")
+
+# %% [markdown]
+# Two facts you can check by hand: the entries of $\hat{\mathbf x}$ **sum to zero**, and their
+# squares **sum to $d=4$** (to $3.99999$ once $\epsilon$ is in). They are the whole geometry
+# of LayerNorm. The first says $\hat{\mathbf x}$ lies in a hyperplane; the second says it lies on
+# a sphere. The rest of the notebook takes them one at a time.
+
+# %% [markdown]
+# ## 2. Centring is a projection
+#
+# Subtracting the mean is linear in $\mathbf x$. Since $\mu\mathbf 1=\frac1d\mathbf 1(\mathbf 1^\top\mathbf x)$,
+#
+# $$\mathbf x-\mu\mathbf 1=\Big(\mathbf I-\tfrac1d\mathbf 1\mathbf 1^\top\Big)\mathbf x=\mathbf P\mathbf x .$$
+#
+# $\mathbf P$ is the **orthogonal projection onto the hyperplane** $H=\{\mathbf v:\sum_j v_j=0\}$,
+# the vectors perpendicular to $\mathbf 1$. You can read that off four properties:
+#
+# - **symmetric**, $\mathbf P^\top=\mathbf P$ (the projection is orthogonal, not oblique);
+# - **idempotent**, $\mathbf P^2=\mathbf P$ (centring an already centred vector changes nothing);
+# - $\mathbf P\mathbf 1=\mathbf 0$ (a constant token has nothing left after centring);
+# - **rank $d-1$**: its eigenvalues are $0$ once (eigenvector $\mathbf 1$) and $1$ for the
+#   $d-1$ directions inside $H$.
+#
+# A symmetric, idempotent matrix is an orthogonal projection, and it is fixed by the directions
+# it removes: these four properties determine $\mathbf P$ completely. That is how the check
+# below tests your matrix, without ever building the answer itself.
+#
+# ### Exercise 1 · The centring matrix
+#
+# Write `centering_matrix(d)` returning the `(d, d)` float64 matrix $\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$.
+#
+# *Hint:* `np.eye(d)` and `np.ones((d, d))`. Careful: for two 1-D arrays, `np.ones(d) @ np.ones(d)`
+# is their inner product, the number $d$; the outer product $\mathbf 1\mathbf 1^\top$ is
+# `np.outer(np.ones(d), np.ones(d))`.
+
+# %% nbgrader={"grade": false, "grade_id": "centering_matrix", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def centering_matrix(d):
+    """The centring projection P = I - (1/d) 1 1^T, so that P @ x = x - mean(x).
+
+    d: int >= 1. Returns P: (d, d) float64.
+    """
+    ### BEGIN SOLUTION
+    return np.eye(d) - np.full((d, d), 1.0 / d)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "signature_centering_matrix", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Locked: tells you if the signature above no longer matches what the tests call.
+check_signature(centering_matrix, "centering_matrix", "(d)")
+
+# %% nbgrader={"grade": true, "grade_id": "test_centering_matrix", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Checks that centering_matrix(4) is symmetric, idempotent, kills 1, has rank 3 and centres (2, 4, 6, 8)."""
+check_centering_matrix(centering_matrix)
+### BEGIN HIDDEN TESTS
+for d_hidden in (1, 2, 3, 6, 17, 256):
+    check_centering_matrix(centering_matrix, d=d_hidden, seed=d_hidden)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Now look at the four properties with your own matrix, for $d=4$.
+
+# %%
+P = centering_matrix(4)
+print(P)
+print("max |P - P^T|   =", np.max(np.abs(P - P.T)))
+print("max |P @ P - P| =", np.max(np.abs(P @ P - P)))
+print("rank            =", np.linalg.matrix_rank(P))
+print("eigenvalues     =", np.round(np.linalg.eigvalsh(P), 12) + 0.0)
+print("P @ 1           =", P @ np.ones(4))
+print("P @ (2, 4, 6, 8) =", P @ x_example, "  (the deviations from mu = 5)")
+
+# %% [markdown]
+# The other half, $\mathbf I-\mathbf P=\frac1d\mathbf 1\mathbf 1^\top$, projects onto the line
+# through $\mathbf 1$ and gives $\mu\mathbf 1$. The two pieces are perpendicular, so Pythagoras
+# splits every token's squared length into a centred part and a mean part:
+#
+# $$\lVert\mathbf x\rVert^2=\lVert\mathbf x-\mu\mathbf 1\rVert^2+\lVert\mu\mathbf 1\rVert^2=d\,\sigma^2+d\,\mu^2,
+#   \qquad\text{so}\qquad \operatorname{mean}(\mathbf x^2)=\sigma^2+\mu^2 .$$
+#
+# Keep that identity in mind: it is exactly the difference between RMSNorm and LayerNorm (section 5).
+
+# %%
+x = x_example
+print(f"|x|^2 = {x @ x:.1f}   |P x|^2 + |(I - P) x|^2 = {(P @ x) @ (P @ x) + ((x - P @ x) @ (x - P @ x)):.1f}")
+print(f"mean(x^2) = {np.mean(x**2):.1f}   sigma^2 + mu^2 = {x.var() + x.mean()**2:.1f}")
+
+# %% [markdown]
+# Nobody builds $\mathbf P$ in a real implementation: `P @ x` costs $O(d^2)$, `x - x.mean()` costs
+# $O(d)$. The matrix is a way of *thinking*: LayerNorm's first step is a linear projection that
+# deletes one direction, $\mathbf 1$.
+
+# %% [markdown]
+# ## 3. Then a sphere, and what $\epsilon$ does to it
+#
+# Dividing the centred vector by $s$ fixes its length. Since $\lVert\mathbf x-\mu\mathbf 1\rVert^2=d\,\sigma^2$,
+#
+# $$\lVert\hat{\mathbf x}\rVert^2=\frac{d\,\sigma^2}{\sigma^2+\epsilon}\approx d .$$
+#
+# So, before the gain and shift, **every token lands on the sphere of radius $\sqrt d$ inside the
+# hyperplane $H$**. The gain $\boldsymbol\gamma$ then stretches that sphere into an ellipsoid
+# (one stretch per axis), and the shift $\boldsymbol\beta$ moves it. Here are a thousand tokens
+# with $d=64$ and wildly different means and scales:
+
+# %%
+rng = np.random.default_rng(0)
+tokens = (rng.uniform(0.1, 10.0, size=(1000, 1)) * rng.standard_normal((1000, 64))
+          + rng.uniform(-50.0, 50.0, size=(1000, 1)))
+x_hat = ln(tokens)
+lengths = np.linalg.norm(x_hat, axis=-1)
+print(f"token means from {tokens.mean(-1).min():.1f} to {tokens.mean(-1).max():.1f}, "
+      f"spreads from {tokens.std(-1).min():.2f} to {tokens.std(-1).max():.2f}")
+print(f"after LN: largest |sum of x_hat| = {np.max(np.abs(x_hat.sum(-1))):.1e}, "
+      f"lengths from {lengths.min():.6f} to {lengths.max():.6f}  (sqrt(64) = {np.sqrt(64):.0f})")
+
+# %% [markdown]
+# The lengths are all a hair below 8: that hair is $\epsilon$. For a token whose spread $\sigma$
+# is large compared with $\sqrt\epsilon$, the ratio $\lVert\hat{\mathbf x}\rVert^2/d=\sigma^2/(\sigma^2+\epsilon)$
+# is 1. For a token with a tiny spread it is not: $\epsilon$ dominates the denominator,
+# $\hat{\mathbf x}\approx(\mathbf x-\mu\mathbf 1)/\sqrt\epsilon$, and the token is pulled inside the
+# sphere towards the origin. A constant token ends exactly at $\hat{\mathbf x}=\mathbf 0$ instead of $0/0$.
+# The next cell measures the ratio on a token of dimension 16 whose spread we dial from
+# $10^{-5}$ to $10$, with $\epsilon=10^{-5}$.
+
+# %%
+eps = 1e-5
+direction = rng.standard_normal(16)
+direction = (direction - direction.mean()) / direction.std()  # mean 0, standard deviation 1
+sigmas = np.logspace(-5, 1, 49)
+measured = np.array([np.sum(ln(3.0 + sigma * direction, eps) ** 2) / 16 for sigma in sigmas])
+fine = np.logspace(-5, 1, 400)
+
+fig, ax = plt.subplots(figsize=(6.4, 3.9))
+ax.semilogx(fine, fine**2 / (fine**2 + eps), color="C0", label=r"formula $\sigma^2/(\sigma^2+\epsilon)$")
+ax.semilogx(sigmas, measured, "o", ms=4, color="C1", label=r"measured $\|\hat x\|^2/d$, $d=16$")
+ax.axvline(np.sqrt(eps), color="0.5", linestyle=":")
+ax.annotate(r"$\sigma=\sqrt{\epsilon}$: half the squared radius", xy=(np.sqrt(eps), 0.5), xytext=(1.5e-2, 0.5),
+            arrowprops=dict(arrowstyle="->", color="0.3"), fontsize=9)
+ax.text(2e-5, 0.82, r"$\sigma\ll\sqrt{\epsilon}$: $\hat x\approx(x-\mu)/\sqrt{\epsilon}$," + "\npulled towards 0",
+        fontsize=9)
+ax.text(0.4, 0.82, "on the sphere\nof radius $\\sqrt{d}$", fontsize=9)
+ax.set_xlabel(r"token spread $\sigma$ (units of x, log scale)")
+ax.set_ylabel(r"$\|\hat x\|^2 / d$ (fraction of $d$)")
+ax.set_title(r"With $\epsilon=10^{-5}$, tokens with $\sigma \lesssim 10^{-2}$ fall inside the sphere")
+ax.legend(loc="lower right", fontsize=8.5)
+fig.tight_layout()
+plt.show()
+
+for sigma in (1.0, 0.1, 0.01, np.sqrt(eps), 1e-3):
+    print(f"sigma = {sigma:.2e}:  |x_hat|^2 / d = {np.sum(ln(3.0 + sigma * direction, eps) ** 2) / 16:.4f}")
+with np.errstate(invalid="ignore"):  # 0/0 on purpose
+    constant = np.full(4, 5.0)
+    print("constant token (5, 5, 5, 5): LN with eps =", ln(constant), "  with eps = 0:", ln(constant, 0.0))
+
+# %% [markdown]
+# So $\sqrt\epsilon$ is a **noise floor**: a token whose features vary by much less than
+# $\sqrt{10^{-5}}\approx 3\cdot10^{-3}$ is not blown up to unit variance (which would amplify
+# rounding noise), it is shrunk towards zero. Above the floor, $\epsilon$ is invisible.
+
+# %% [markdown]
+# ## 4. The whole picture in $d=3$
+#
+# In three dimensions everything can be drawn. The hyperplane $H$ is the plane $x_1+x_2+x_3=0$,
+# perpendicular to $\mathbf 1=(1,1,1)$, and the "sphere of radius $\sqrt d$ inside $H$" is a
+# **circle of radius $\sqrt3$** in that plane. Below, random points $\mathbf x$ (grey) slide along
+# $\mathbf 1$ onto the plane (blue: $\mathbf x-\mu\mathbf 1$), then move radially onto the circle
+# (red: $\operatorname{LN}(\mathbf x)$). The right view looks straight down $\mathbf 1$.
+
+# %%
+view_3d = sphere_view_3d(n_points=30, seed=0)
+if not GRADING:  # drawing is the slow part: while grading, the figure is only built
+    display(view_3d)
+
+# %%
+points = sphere_points_3d(n_points=30, seed=0)
+radii = np.linalg.norm(points["x_hat"], axis=-1)
+print(f"largest |x1 + x2 + x3| of LN(x): {np.max(np.abs(points['x_hat'].sum(-1))):.1e}")
+print(f"radii of LN(x): from {radii.min():.6f} to {radii.max():.6f}   (sqrt(3) = {np.sqrt(3):.6f})")
+
+# %% [markdown]
+# Count the degrees of freedom: $d$ numbers go in, the hyperplane removes one, the sphere removes
+# another. **LayerNorm's output carries $d-2$ numbers per token**: in $d=3$, a single angle on
+# the circle. Notebook 03 meets the same count from the other side: LayerNorm's Jacobian has
+# rank $d-2$.
+
+# %% [markdown]
+# ## 5. Invariances, and what RMSNorm keeps of them
+#
+# Scale a token by $a$ and shift it by $c$. Its mean becomes $a\mu+c$ and its spread $|a|\sigma$, so
+#
+# $$\operatorname{LN}_\epsilon(a\mathbf x+c\mathbf 1)=\frac{a(\mathbf x-\mu\mathbf 1)}{\sqrt{a^2\sigma^2+\epsilon}}
+#   =\operatorname{sign}(a)\,\frac{\mathbf x-\mu\mathbf 1}{\sqrt{\sigma^2+\epsilon/a^2}}
+#   =\operatorname{sign}(a)\,\operatorname{LN}_{\epsilon/a^2}(\mathbf x).$$
+#
+# Read it three ways.
+#
+# - **The shift $c$ disappears exactly**: centring deletes the direction $\mathbf 1$ it lives in.
+# - **A scale $a>0$ disappears up to $\epsilon$**: scaling by $a$ is the same as using $\epsilon/a^2$.
+#   With $\sigma^2\gg\epsilon/a^2$ that is invisible; for a very small $a$ it is not.
+# - **A scale $a<0$ flips the sign**: $\hat{\mathbf x}$ goes to the antipodal point $-\hat{\mathbf x}$ of the sphere.
+#
+# So $\operatorname{LN}(a\mathbf x+c\mathbf 1)=\operatorname{LN}(\mathbf x)$ for every $a>0$ and every $c$
+# (up to $\epsilon$): a sublayer that rescales the stream or adds the same constant to every feature
+# is invisible to the next LayerNorm.
+
+# %% [markdown]
+# ### Exercise 2 · Measure an invariance
+#
+# "Invariant up to $\epsilon$" deserves a number. The **invariance gap** of a map $f$ at $\mathbf x$ is
+#
+# $$\operatorname{gap}(f,\mathbf x,a,c)=\max_{\text{all entries}}\big|f(a\mathbf x+c\mathbf 1)-f(\mathbf x)\big| ,$$
+#
+# zero for a map that ignores the scale $a$ and the shift $c$, and of the size of $f$'s output
+# for a map that does not.
+#
+# Write `invariance_gap(norm, x, a, c)` for any callable `norm` that maps an array of shape
+# `(..., d)` to one of the same shape, and `x` of shape `(..., d)`. Return the gap over every
+# entry of every token, as a Python `float`.
+#
+# *Hints:* `a * x + c` adds $c$ to every entry, which is $c\mathbf 1$ for every token. Do not
+# modify `x` in place (`x *= a` would change the caller's array, and `norm(x)` would then see
+# the moved token). The check hands your function LayerNorm and RMSNorm from PyTorch, and a probe
+# that returns its input unchanged; it compares your numbers with the same gap computed in torch.
+
+# %% nbgrader={"grade": false, "grade_id": "invariance_gap", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def invariance_gap(norm, x, a, c):
+    """Largest change in norm's output when its input is scaled by a and shifted by c.
+
+    norm: callable, (..., d) -> (..., d). x: (..., d) float64. a, c: floats.
+    Returns max over all entries of |norm(a * x + c) - norm(x)|, a Python float.
+    """
+    ### BEGIN SOLUTION
+    return float(np.max(np.abs(norm(a * x + c) - norm(x))))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "signature_invariance_gap", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Locked: tells you if the signature above no longer matches what the tests call.
+check_signature(invariance_gap, "invariance_gap", "(norm, x, a, c)")
+
+# %% nbgrader={"grade": true, "grade_id": "test_invariance_gap", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Checks invariance_gap against torch on two probes, LayerNorm (a=3, c=4) and RMSNorm (c=0, then c=4)."""
+check_invariance_gap(invariance_gap)
+### BEGIN HIDDEN TESTS
+check_invariance_gap(invariance_gap, "layer_norm", a=-2.0, c=0.5, shape=(2, 4, 8), seed=1)  # sign flip
+check_invariance_gap(invariance_gap, "layer_norm", a=1e-3, c=0.0, shape=(5, 16), seed=2)  # eps/a^2 is large
+check_invariance_gap(invariance_gap, "rms_norm", a=0.25, c=-3.0, shape=(7,), seed=3, offset=10.0)
+check_invariance_gap(invariance_gap, "layer_norm", a=10.0, c=100.0, shape=(4, 32), seed=4, eps=1.0)
+check_invariance_gap(invariance_gap, "rms_norm", a=50.0, c=0.0, shape=(2, 3, 64), seed=5)
+check_invariance_gap(invariance_gap, "identity", a=-1.0, c=2.0, shape=(1, 5), seed=6)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Now test the three readings on one token of dimension 8. `lambda z: ln(z, eps=0.0)` is LayerNorm
+# without $\epsilon$: any callable will do for `norm`.
+
+# %%
+x = rng.standard_normal(8)
+ln_exact = lambda z: ln(z, eps=0.0)  # noqa: E731
+for a, c in [(3.0, 4.0), (1000.0, -7.0), (0.01, 50.0), (-2.0, 1.0)]:
+    print(f"a = {a:g}, c = {c:g}:  gap of LN = {invariance_gap(ln, x, a, c):.1e} with eps = 1e-5, "
+          f"{invariance_gap(ln_exact, x, a, c):.1e} with eps = 0")
+print(f"the sign flip: max|LN(-2 x + 1) + LN(x)| = {np.max(np.abs(ln(-2 * x + 1) + ln(x))):.1e}")
+print(f"(x has spread sigma = {x.std():.2f}; at a = 0.01 the effective eps/a^2 = {1e-5 / 0.01**2:g} is not small)")
+
+# %% [markdown]
+# **RMSNorm** (Zhang & Sennrich, 2019) skips the centring and divides by the root mean square,
+# $\operatorname{RMSNorm}(\mathbf x)=\mathbf x/\sqrt{\operatorname{mean}(\mathbf x^2)+\epsilon}$ (times a gain,
+# and no shift). Its squared length is $d\cdot\operatorname{mean}(\mathbf x^2)/(\operatorname{mean}(\mathbf x^2)+\epsilon)\approx d$:
+# **the same sphere, without the hyperplane.** Since nothing removes the direction $\mathbf 1$,
+# RMSNorm keeps the invariance to $a>0$ but not to $c$. And because
+# $\operatorname{mean}(\mathbf x^2)=\sigma^2+\mu^2$ (section 2), RMSNorm and LayerNorm agree exactly
+# on tokens whose mean is zero.
+
+# %%
+print(f"RMSNorm, scale a = 3: gap = {invariance_gap(rms, x, 3.0, 0.0):.1e}")
+print(f"RMSNorm, shift c = 4: gap = {invariance_gap(rms, x, 1.0, 4.0):.2f}")
+r = rms(x)
+print(f"RMS(x): sum = {r.sum():+.2f} (not 0),  |RMS(x)|^2 = {r @ r:.5f} (d = {x.size})")
+print(f"for a centred token: max|RMS(x - mean) - LN(x)| = {np.max(np.abs(rms(x - x.mean()) - ln(x))):.1e}")
+
+# %% [markdown]
+# Losing the shift invariance costs little: in the residual stream, $\mathbf 1$ is one direction
+# among $d$ with no special meaning. In exchange RMSNorm needs one reduction over the features
+# instead of two, and no subtraction; Zhang & Sennrich (2019) report that it matched LayerNorm's
+# quality while cutting running time by 7% to 64% depending on the model. Notebook 04 builds it.
+
+# %% [markdown]
+# A last measurement, at scale: the gap of LayerNorm and RMSNorm on 256 random tokens of
+# dimension 64 (spread about 1), for a few scales and shifts.
+
+# %%
+batch = rng.standard_normal((256, 64))
+print(f"{'a':>7} {'c':>6} | {'LayerNorm gap':>14} {'RMSNorm gap':>12}")
+for a, c in [(1.0, 5.0), (3.0, 0.0), (3.0, 5.0), (100.0, -20.0), (0.01, 0.0), (-1.0, 0.0)]:
+    print(f"{a:7g} {c:6g} | {invariance_gap(ln, batch, a, c):14.1e} {invariance_gap(rms, batch, a, c):12.1e}")
+
+# %% [markdown]
+# LayerNorm's gap sits at rounding level or at the $\epsilon$ effect, except for $a<0$ (the sign
+# flip, a gap of twice the largest $|\hat x_i|$) and a tiny $a$ (where $\epsilon/a^2$ is no longer
+# small). RMSNorm ignores $a>0$ but not $c$. The two sweeps below show the same thing as curves.
+
+# %%
+shifts = np.linspace(-20.0, 20.0, 21 if GRADING else 81)
+scales = np.logspace(-4, 2, 16 if GRADING else 61)
+floor = 1e-17  # gaps that are exactly 0 are drawn here, so the log axis can show them
+fig, (ax_c, ax_a) = plt.subplots(1, 2, figsize=(11.0, 3.9))
+for f, name, style in [(ln, "LayerNorm", dict(color="C0", linewidth=2.5)),
+                       (rms, "RMSNorm", dict(color="C3", linestyle="--"))]:
+    ax_c.semilogy(shifts, [max(invariance_gap(f, batch, 1.0, c), floor) for c in shifts], label=name, **style)
+    ax_a.loglog(scales, [max(invariance_gap(f, batch, a, 0.0), floor) for a in scales], label=name, **style)
+ax_c.set_xlabel("shift c (units of x), scale a = 1")
+ax_c.set_ylabel("invariance gap (units of the output)")
+ax_c.set_title("A shift never moves LayerNorm; it moves RMSNorm")
+ax_a.axvline(np.sqrt(1e-5) / batch.std(), color="0.5", linestyle=":", label=r"$a\sigma=\sqrt{\epsilon}$")
+ax_a.set_xlabel("scale a (log scale), shift c = 0")
+ax_a.set_ylabel("invariance gap (units of the output)")
+ax_a.set_title(r"Both ignore $a>0$ up to $\epsilon$, and fail as $a\sigma$ nears $\sqrt{\epsilon}$")
+for ax in (ax_c, ax_a):
+    ax.legend(fontsize=8.5)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 6. Drag the bars
+#
+# The widget shows a 6-dimensional token as six bars. Drag them, or change the scale $a$ and the
+# shift $c$: the left panel shows $\mathbf z=a\mathbf x+c\mathbf 1$, the middle one the centred
+# $\mathbf z-\mu\mathbf 1$ (it always sums to zero), the right one $\operatorname{LN}(\mathbf z)$.
+# The readout gives $\mu$, $\sigma$, $\sum_i\hat x_i$ and $\lVert\hat{\mathbf x}\rVert^2$. Things to try:
+#
+# - move $a$ and $c$: the LayerNorm panel does not move;
+# - tick *show RMSNorm*: its panel ignores $a$ but slides with $c$;
+# - drag all bars to nearly the same height: $\sigma\to0$ and $\lVert\hat{\mathbf x}\rVert^2$ drops below $d=6$ ($\epsilon$ at work).
+
+# %%
+# Not graded: drag the bars and the sliders a and c, and tick "show RMSNorm".
+geometry_widget = BarDragWidget()
+geometry_widget.widget
+
+# %% [markdown]
+# Where widgets cannot render (a static notebook viewer, a PDF), the same story as a still
+# figure: the top row is $\mathbf x$, the bottom row $3\mathbf x+4\cdot\mathbf 1$.
+
+# %%
+fallback_figure = static_geometry_figure(a=3.0, c=4.0)
+if not GRADING:  # drawing is the slow part: while grading, the figure is only built
+    display(fallback_figure)
+
+# %% [markdown]
+# ## 7. Scale invariance and the growth of weights
+#
+# Put a linear map in front of the norm: $\operatorname{LN}(\mathbf x\mathbf W)$. Multiplying
+# $\mathbf W$ by any $a>0$ multiplies $\mathbf x\mathbf W$ by $a$, which LayerNorm ignores. So the
+# loss $\mathcal L(\mathbf W)$ satisfies $\mathcal L(a\mathbf W)=\mathcal L(\mathbf W)$, and three
+# consequences follow (treating $\mathbf W$ as one long vector, with $\langle\cdot,\cdot\rangle$ the sum of
+# elementwise products):
+#
+# 1. **The gradient is orthogonal to the weights.** Differentiate $\mathcal L(a\mathbf W)$ with
+#    respect to $a$ at $a=1$: $\langle\mathbf G,\mathbf W\rangle=0$, with $\mathbf G=\nabla\mathcal L(\mathbf W)$.
+# 2. **Plain gradient steps only grow $\lVert\mathbf W\rVert$.** By Pythagoras,
+#    $\lVert\mathbf W-\eta\mathbf G\rVert^2=\lVert\mathbf W\rVert^2+\eta^2\lVert\mathbf G\rVert^2$.
+# 3. **The gradient shrinks like $1/\lVert\mathbf W\rVert$.** Differentiating $\mathcal L(a\mathbf W)=\mathcal L(\mathbf W)$
+#    with respect to $\mathbf W$ gives $\nabla\mathcal L(a\mathbf W)=\nabla\mathcal L(\mathbf W)/a$. A step
+#    turns the *direction* $\mathbf W/\lVert\mathbf W\rVert$ by about $\eta\lVert\mathbf G\rVert/\lVert\mathbf W\rVert$,
+#    so the effective learning rate is $\eta/\lVert\mathbf W\rVert^2$.
+#
+# Together: weight norms grow, and the effective learning rate decays on its own, unless weight
+# decay pulls the norm back (van Laarhoven, 2017). In a Transformer this holds exactly for
+# matrices followed by a norm with no residual addition in between, such as the query and key
+# projections under QK-norm, and only approximately elsewhere.
+#
+# A small regression checks all three. The model is $\operatorname{LN}(\mathbf x\mathbf W)$ with
+# $\mathbf W$ of shape $16\times16$, the loss is half the mean squared error, and the gradient uses
+# the backward formula of notebook 03 (confirmed here by a finite difference).
+
+# %%
+def loss_and_grad(W, X, Y, eps=1e-5):
+    """Loss 0.5 * mean over rows of |LN(X W) - Y|^2 and its gradient with respect to W: (d_in, d)."""
+    H = X @ W
+    s = np.sqrt(H.var(axis=-1, keepdims=True) + eps)
+    H_hat = (H - H.mean(axis=-1, keepdims=True)) / s
+    g = (H_hat - Y) / len(X)  # d loss / d H_hat
+    dH = (g - g.mean(axis=-1, keepdims=True) - np.mean(g * H_hat, axis=-1, keepdims=True) * H_hat) / s
+    return 0.5 * np.sum((H_hat - Y) ** 2) / len(X), X.T @ dH
+
+
+n, d = 512, 16
+X = rng.standard_normal((n, d))
+Y = ln(X @ (rng.standard_normal((d, d)) / np.sqrt(d))) + 0.5 * rng.standard_normal((n, d))  # noisy targets
+W0 = rng.standard_normal((d, d)) / np.sqrt(d)
+
+loss, G = loss_and_grad(W0, X, Y)
+V, h = rng.standard_normal((d, d)), 1e-6
+numeric = (loss_and_grad(W0 + h * V, X, Y)[0] - loss_and_grad(W0 - h * V, X, Y)[0]) / (2 * h)
+print(f"gradient check: <G, V> = {np.sum(G * V):.8f}, finite difference = {numeric:.8f}")
+print(f"L(3 W) - L(W)             = {loss_and_grad(3 * W0, X, Y)[0] - loss:+.1e}")
+print(f"<G, W> / (|G| |W|)        = {np.sum(G * W0) / (np.linalg.norm(G) * np.linalg.norm(W0)):+.1e}")
+print(f"|grad L(2 W)| / |grad L(W)| = {np.linalg.norm(loss_and_grad(2 * W0, X, Y)[1]) / np.linalg.norm(G):.6f}")
+
+# %% [markdown]
+# Now train with plain minibatch gradient descent (batches of 16, the same batches in every run)
+# from the same direction $\mathbf W_0$ at two sizes, $\lVert\mathbf W\rVert$ and $4\lVert\mathbf W\rVert$.
+# All runs start from the *same function*. If the effective learning rate is $\eta/\lVert\mathbf W\rVert^2$,
+# the larger start should learn 16 times more slowly, and giving it $16\eta$ should make it retrace
+# the small start (up to $\epsilon$). A last run adds weight decay to the large start.
+
+# %%
+def train(scale, lr, weight_decay=0.0, steps=1000, batch_size=16):
+    """Minibatch gradient descent from scale * W0.
+
+    Returns the recorded steps (spaced evenly on a log axis), the loss on all rows and |W| at
+    those steps, and the largest relative error of |W_next|^2 = |W|^2 + lr^2 |G|^2.
+    """
+    batches = np.random.default_rng(1)  # the same batches for every run
+    recorded = {0, steps} | {int(t) for t in np.geomspace(1, steps, 60)}
+    W, record, pythagoras = scale * W0, [], 0.0
+    for t in range(steps + 1):
+        if t in recorded:
+            record.append((t, loss_and_grad(W, X, Y)[0], np.linalg.norm(W)))
+        if t == steps:
+            break
+        rows = batches.integers(0, n, batch_size)
+        G = loss_and_grad(W, X[rows], Y[rows])[1]
+        W_next = W - lr * (G + weight_decay * W)
+        if weight_decay == 0.0:  # |W_next|^2 = |W|^2 + lr^2 |G|^2, up to eps
+            growth = np.sum(W_next**2) - np.sum(W**2)
+            pythagoras = max(pythagoras, abs(growth - lr**2 * np.sum(G**2)) / (lr**2 * np.sum(G**2)))
+        W = W_next
+    t, losses, norms = map(np.array, zip(*record))
+    return t, losses, norms, pythagoras
+
+
+steps = 200 if GRADING else 1000
+lr = 0.5
+runs = {
+    "|W0|, lr": train(1.0, lr, steps=steps),
+    "4|W0|, lr": train(4.0, lr, steps=steps),
+    "4|W0|, 16 lr": train(4.0, 16 * lr, steps=steps),
+    "4|W0|, lr, weight decay 0.01": train(4.0, lr, weight_decay=0.01, steps=steps),
+}
+for name, (t, losses, norms, pythagoras) in runs.items():
+    extra = f"  max relative error of the Pythagoras step: {pythagoras:.1e}" if "decay" not in name else ""
+    print(f"{name:30s} loss {losses[0]:.3f} -> {losses[-1]:.3f}   |W| {norms[0]:5.2f} -> {norms[-1]:5.2f}{extra}")
+same = np.max(np.abs(runs["4|W0|, 16 lr"][1] - runs["|W0|, lr"][1]))
+print(f"largest loss difference between '4|W0|, 16 lr' and '|W0|, lr': {same:.1e}")
+
+# %%
+fig, (ax_l, ax_n) = plt.subplots(1, 2, figsize=(11.0, 3.9))
+styles = {"|W0|, lr": ("C0", "-"), "4|W0|, lr": ("C3", "-"), "4|W0|, 16 lr": ("k", ":"),
+          "4|W0|, lr, weight decay 0.01": ("C2", "-")}
+for name, (t, losses, norms, _) in runs.items():
+    colour, style = styles[name]
+    ax_l.plot(t, losses, color=colour, linestyle=style, label=name)
+    ax_n.plot(t, norms, color=colour, linestyle=style, label=name)
+ax_l.set_yscale("log")
+ax_l.set_xlabel("gradient step (log scale after 1)")
+ax_l.set_ylabel("loss on all 512 rows (log scale)")
+ax_l.set_title("Same function, 4x the weights: 16x smaller steps, unless lr is 16x")
+ax_n.set_xlabel("gradient step (log scale after 1)")
+ax_n.set_ylabel(r"$\|W\|$ (Frobenius norm)")
+ax_n.set_title("Without weight decay, |W| only grows")
+for ax in (ax_l, ax_n):
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlim(0, steps)
+    ax.legend(fontsize=8)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Read the curves.
+#
+# - **Without weight decay $\lVert\mathbf W\rVert$ only grows**, and the small start grows fastest
+#   (its gradients are the largest), so it slows itself down as it goes.
+# - **The large start crawls at first**: the same function, but steps 16 times smaller in angle.
+#   With $16\eta$ it retraces the small start (the printed loss difference is the $\epsilon$ effect).
+# - The effective learning rate sets the noise level as well as the speed: the large start, with its
+#   smaller effective rate, ends at a lower loss than the small one at the end of this run.
+# - **Weight decay** does not change what the layer can compute (LayerNorm ignores the scale of
+#   $\mathbf W$). It pulls the norm back to a level where the growth from the gradient and the pull
+#   from the decay balance, and so holds the effective learning rate up instead of letting it
+#   decay (van Laarhoven, 2017).
+
+# %% [markdown]
+# ## 8. In PyTorch
+#
+# `torch.nn.LayerNorm(d, elementwise_affine=False)` and `torch.nn.functional.layer_norm` compute
+# $\hat{\mathbf x}$ exactly as `ln` above (biased variance, $\epsilon$ inside the square root,
+# default $\epsilon=10^{-5}$), so every invariance of this notebook holds for them unchanged.
+# `torch.nn.RMSNorm` (since PyTorch 2.4) has the sphere without the hyperplane; its default
+# `eps=None` means the machine epsilon of the type it computes in (`torch.finfo(torch.float32).eps`
+# for float16, bfloat16 and float32 inputs), not $10^{-5}$. The check of Exercise 2 uses
+# `torch.nn.functional.layer_norm` and `torch.nn.functional.rms_norm` in float64 as its oracles;
+# this notebook itself needs no torch.
+
+# %% [markdown]
+# ## 9. Interview questions
+#
+# Try each one aloud before you reveal the answer.
+#
+# <details><summary><b>Describe LayerNorm geometrically.</b></summary>
+#
+# Subtracting the mean is the orthogonal projection $\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$ onto the
+# hyperplane of vectors whose entries sum to zero. Dividing by $s=\sqrt{\sigma^2+\epsilon}$ then
+# puts the result on the sphere of radius $\sqrt d$ inside that hyperplane (exactly when
+# $\epsilon=0$). The gain stretches the sphere into an ellipsoid, the shift moves it. The token
+# loses its mean and its scale and keeps its direction.
+# </details>
+#
+# <details><summary><b>Which transformations of its input does LayerNorm ignore, and is it exact?</b></summary>
+#
+# $\operatorname{LN}(a\mathbf x+c\mathbf 1)=\operatorname{LN}(\mathbf x)$ for all $a>0$ and all $c$. The shift
+# is removed exactly; the scale only up to $\epsilon$, because
+# $\operatorname{LN}_\epsilon(a\mathbf x+c\mathbf 1)=\operatorname{sign}(a)\operatorname{LN}_{\epsilon/a^2}(\mathbf x)$.
+# A negative $a$ flips the sign of $\hat{\mathbf x}$.
+# </details>
+#
+# <details><summary><b>What does ε do to a token whose features are almost equal?</b></summary>
+#
+# $\lVert\hat{\mathbf x}\rVert^2=d\sigma^2/(\sigma^2+\epsilon)$. When $\sigma\ll\sqrt\epsilon$, $\hat{\mathbf x}\approx(\mathbf x-\mu\mathbf 1)/\sqrt\epsilon$:
+# the token is not blown up to unit variance (which would amplify noise) but shrunk towards the
+# origin, and a constant token maps to $\mathbf 0$ instead of $0/0$. The scale invariance fails there.
+# </details>
+#
+# <details><summary><b>How many numbers per token survive LayerNorm (before gain and shift)?</b></summary>
+#
+# $d-2$: the hyperplane removes one (the mean), the sphere another (the scale). The same count
+# appears in the backward pass: the Jacobian is $1/s$ times a projection of rank $d-2$.
+# </details>
+#
+# <details><summary><b>RMSNorm versus LayerNorm, geometrically. When do they agree?</b></summary>
+#
+# RMSNorm keeps the sphere of radius $\sqrt d$ but not the hyperplane: it does not remove $\mathbf 1$,
+# so it ignores $a>0$ but not a shift $c$. Since $\operatorname{mean}(\mathbf x^2)=\sigma^2+\mu^2$, the
+# two agree on tokens with zero mean. Losing the shift invariance costs little, because $\mathbf 1$ is
+# not a special direction of the residual stream, and RMSNorm saves a reduction.
+# </details>
+#
+# <details><summary><b>Where do LayerNorm's outputs live once the gain γ and the shift β are applied?</b></summary>
+#
+# On an ellipsoid: $\mathbf y=\boldsymbol\gamma\odot\hat{\mathbf x}+\boldsymbol\beta$ with $\hat{\mathbf x}$ on the
+# $(d-2)$-dimensional sphere. If every $\gamma_j\neq0$, $\mathbf y$ satisfies $\sum_j(y_j-\beta_j)/\gamma_j=0$,
+# an affine hyperplane through $\boldsymbol\beta$, and $\sum_j((y_j-\beta_j)/\gamma_j)^2=d$ (up to $\epsilon$).
+# </details>
+#
+# <details><summary><b>A linear layer feeds straight into a LayerNorm and is trained with SGD, without weight decay. What happens to its weights, and why would weight decay help?</b></summary>
+#
+# The loss ignores the scale of $\mathbf W$, so the gradient is orthogonal to $\mathbf W$ and each step
+# grows $\lVert\mathbf W\rVert^2$ by $\eta^2\lVert\mathbf G\rVert^2$. The gradient scales like $1/\lVert\mathbf W\rVert$,
+# so the effective learning rate is $\eta/\lVert\mathbf W\rVert^2$ and decays as the norm grows. Weight decay
+# does not restrict the functions the layer can compute; it keeps the norm, and so the effective
+# learning rate, from drifting (van Laarhoven, 2017).
+# </details>
+
+# %% [markdown]
+# ## What to remember
+#
+# - Centring is the orthogonal projection $\mathbf P=\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$: symmetric,
+#   idempotent, $\mathbf P\mathbf 1=\mathbf 0$, rank $d-1$.
+# - $\hat{\mathbf x}$ lies in the hyperplane $\sum_j\hat x_j=0$ on the sphere $\lVert\hat{\mathbf x}\rVert^2=d\sigma^2/(\sigma^2+\epsilon)\approx d$;
+#   $d-2$ numbers per token survive.
+# - $\operatorname{LN}(a\mathbf x+c\mathbf 1)=\operatorname{LN}(\mathbf x)$ for $a>0$ (up to $\epsilon$: scaling by $a$ is
+#   $\epsilon\to\epsilon/a^2$); $a<0$ flips the sign.
+# - $\epsilon$ sets a noise floor: tokens with $\sigma\ll\sqrt\epsilon$ are shrunk towards $\mathbf 0$, not normalised.
+# - RMSNorm is the sphere without the hyperplane: invariant to $a>0$, not to $c$; equal to LayerNorm on zero-mean tokens.
+# - A weight matrix feeding a norm gets gradients orthogonal to itself; its norm grows and its
+#   effective learning rate $\eta/\lVert\mathbf W\rVert^2$ decays, unless weight decay holds it back.
+#
+# *References:* Ba, Kiros & Hinton (2016), *Layer Normalization*. van Laarhoven (2017), *L2
+# Regularization versus Batch and Weight Normalization*. Zhang & Sennrich (2019), *Root Mean
+# Square Layer Normalization*.
