@@ -125,7 +125,7 @@ def _precision_cause(error, dtype):
         return (f"the error ({error:.1e}) is the size of float32 rounding, not a formula mistake: part of your "
                 "computation ran in float32 (np.float32, .astype, or a torch tensor created in float32). "
                 "Keep float64 for a float64 input.")
-    if dtype == np.float32 and error < 5e-2:
+    if error < 5e-2:
         return (f"the error ({error:.1e}) is the size of half-precision rounding (float16 keeps 11 significant bits, "
                 "bfloat16 8): the statistics were computed or accumulated in float16/bfloat16. Compute the mean of "
                 "squares in float32 at least (upcast, normalise, cast back).")
@@ -138,20 +138,21 @@ def _implied_scale_cause(y, x, gamma, eps, tol):
     with np.errstate(divide="ignore", invalid="ignore"):
         implied = gamma * x / y
     mask = (np.abs(y) > 0) & (np.abs(x) > 0) & np.isfinite(implied)
-    if mask.sum() < max(3, x.size // 2):
+    if mask.sum() < max(1, x.size // 2):
         return None
     d = x.shape[-1]
     ms = _mean_square(x)
+    summed = (f"you summed the squares instead of averaging them, so your r is sqrt(d) = {np.sqrt(d):.4g} times too "
+              "large (np.sum where np.mean belongs, or the Euclidean norm np.linalg.norm(x)). RMSNorm divides by the "
+              "root MEAN square, so its output has squared norm about d, not 1.")
     centred = x - x.mean(axis=-1, keepdims=True)
     var = np.mean(centred * centred, axis=-1, keepdims=True)
     candidates = [
         (np.sqrt(ms + eps), None),
         (np.sqrt(ms) + eps, "eps is outside the square root: r must be sqrt(mean(x**2) + eps), not "
                             "sqrt(mean(x**2)) + eps. Rows with a small mean square show it most."),
-        (np.sqrt(d * ms + eps), f"you summed the squares instead of averaging them, so your r is sqrt(d) = "
-                                f"{np.sqrt(d):.4g} times too large (np.sum where np.mean belongs, or the Euclidean "
-                                "norm np.linalg.norm(x)). RMSNorm divides by the root MEAN square, so its output has "
-                                "squared norm about d, not 1."),
+        (np.sqrt(d * ms + eps), summed),
+        (np.sqrt(d * ms), summed),
         (ms + eps, "you divided by the mean square itself: the square root is missing."),
         (np.sqrt(var + eps), "you divided by the standard deviation (a variance around the mean). RMSNorm's statistic "
                              "is the mean of the squares of x itself: no mean is subtracted anywhere."),
@@ -305,10 +306,12 @@ def _probe_scale_cause(rms_norm_backward, x, gamma, eps, dtype, tol):
 
 
 def _projection_cause(dx, dy, x, gamma, eps, tol):
-    """Name the mistake from the component of dx along x_hat, which must be almost zero.
+    """Name the mistake from the component of dx along x_hat.
 
-    With g = gamma * dy, the true dx has dx . x_hat = (g . x_hat) / r * eps / (ms + eps): the
-    coefficient c = r (dx . x_hat) / (g . x_hat) is eps / (ms + eps), about 0.
+    Write the learner's dx as (g - k * mean(g * x_hat) * x_hat) / r along x_hat, with g = gamma * dy.
+    Since |x_hat|^2 = d q with q = ms / (ms + eps), the coefficient c = r (dx . x_hat) / (g . x_hat)
+    is 1 - k q, so k = (1 - c) / q can be read off each token: 1 is right, 0 means the term is
+    missing, d means a sum instead of a mean, r**2 means x in place of x_hat.
     """
     d = x.shape[-1]
     ms = _mean_square(x)
@@ -316,19 +319,22 @@ def _projection_cause(dx, dy, x, gamma, eps, tol):
     x_hat = x / r
     g = gamma * dy
     gx = np.sum(g * x_hat, axis=-1, keepdims=True)
-    keep = np.abs(gx) > 1e-3 * np.linalg.norm(g, axis=-1, keepdims=True) * np.sqrt(d)
+    q = ms / (ms + eps)
+    # tokens where eps does not dominate (q > 0.1) and the probe direction is well represented
+    keep = (np.abs(gx) > 1e-3 * np.linalg.norm(g, axis=-1, keepdims=True) * np.sqrt(d)) & (q > 0.1)
     if not keep.any():
         return None
-    c = (r * np.sum(dx * x_hat, axis=-1, keepdims=True) / np.where(keep, gx, 1.0))[keep]
-    ms_k = ms[keep]
-    if np.all(np.abs(c - 1.0) <= 1e-4):
+    c = r * np.sum(dx * x_hat, axis=-1, keepdims=True) / np.where(keep, gx, 1.0)
+    k = ((1.0 - c) / q)[keep]
+    if np.all(np.abs(k) <= 1e-4):
         return ("dx keeps the whole component of g along x_hat: the -mean(g * x_hat) * x_hat term is missing. "
                 "It comes from dr/dx_j = x_j / (d r); without it the gradient is not orthogonal to x, although "
                 "scaling x does not change the output. See it: print(np.sum(dx * x, axis=-1)).")
-    if np.all(np.abs(c - (1.0 - d)) <= 1e-4 * d):
+    if np.all(np.abs(k - d) <= 1e-4 * d):
         return ("the -mean(g * x_hat) * x_hat term uses a sum instead of a mean: it is d times too large, so dx "
                 "points against x_hat. Use np.mean(g * x_hat, axis=-1, keepdims=True).")
-    if np.all(np.abs(c - (1.0 - ms_k)) <= 1e-4 * np.maximum(1.0, ms_k)) and np.max(np.abs(ms_k - 1)) > 0.1:
+    r2 = (ms + eps)[keep]
+    if np.all(np.abs(k - r2) <= 1e-4 * r2) and np.max(np.abs(r2 - 1)) > 0.1:
         return ("the -mean(g * x_hat) * x_hat term was built from x instead of x_hat (x = r * x_hat, so it is off by "
                 "r**2 = mean(x**2) + eps). Use x_hat = x / r in both places.")
     return None

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.sandbox import protocol
@@ -55,7 +55,6 @@ class CallRecord:
     stdout: str = ""
     peak_bytes: int | None = None
     traceback: str = ""
-    extra: dict = field(default_factory=dict)
 
 
 def paths_to_hide(course_roots: list[Path], extra: list[Path] = ()) -> list[str]:
