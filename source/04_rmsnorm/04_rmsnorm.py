@@ -1,0 +1,673 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · RMSNorm: LayerNorm without the mean
+#
+# LayerNorm does two things to a token: it removes the mean, then it divides by the spread.
+# Zhang & Sennrich (2019) asked which of the two does the useful work. Their bet was the
+# division, and they proposed **RMSNorm**, which keeps only that: divide the token by its root
+# mean square and apply a gain. T5, LLaMA, Mistral, Gemma and Qwen normalise this way.
+#
+# In this notebook you will
+#
+# 1. define RMSNorm and implement it for any shape `(..., d)` and for float32 as well as float64,
+# 2. see its geometry: the sphere of LayerNorm without the hyperplane,
+# 3. derive its backward pass by deleting the mean terms from LayerNorm's, and implement it,
+# 4. check both against PyTorch (`nn.RMSNorm`, `F.rms_norm`, autograd),
+# 5. see why real code computes the statistics in float32, even in a bfloat16 model,
+# 6. measure what the common variants of the formula (Gemma's gain, two values of $\epsilon$,
+#    $\epsilon$ in the wrong place) change in the output,
+# 7. time LayerNorm against RMSNorm on this machine, and read the result honestly.
+#
+# **How the exercises work.** Each exercise is a function with a fixed signature. Replace
+# `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
+# Until you implement a function, its checks fail with `NotImplementedError`; that is expected.
+# A failing check tells you what it expected, what it got, and the most likely cause.
+
+# %%
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from grader.checks.rmsnorm import check_rms_norm, check_rms_norm_backward
+from grader.compare import check_signature
+
+np.set_printoptions(precision=4, suppress=True)
+GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader: demo cells then do the least work
+
+# %% [markdown]
+# ## 1. The definition
+#
+# For one token $\mathbf x\in\mathbb R^d$, RMSNorm computes one statistic, the root mean square
+# with $\epsilon$ inside the square root,
+#
+# $$r=\sqrt{\frac1d\sum_{j=1}^d x_j^2+\epsilon},\qquad \hat{\mathbf x}=\frac{\mathbf x}{r},\qquad
+#   \operatorname{RMSNorm}(\mathbf x)=\boldsymbol\gamma\odot\hat{\mathbf x}.$$
+#
+# There is no mean, no subtraction and no shift $\boldsymbol\beta$: the only parameter is the
+# gain $\boldsymbol\gamma\in\mathbb R^d$, so an RMSNorm has $d$ parameters where a LayerNorm has
+# $2d$. Compare with LayerNorm's $s=\sqrt{\sigma^2+\epsilon}$: when the token's mean is zero,
+# $\sigma^2$ *is* the mean square and the two norms agree. They differ exactly when the mean is not
+# zero. The cell below runs both on the example $\mathbf x=(2,4,6,8)$, whose mean is 5.
+
+# %%
+x_example = np.array([2.0, 4.0, 6.0, 8.0])
+d = x_example.size
+r = np.sqrt(np.mean(x_example**2) + 1e-6)
+x_hat_rms = x_example / r
+x_hat_ln = (x_example - x_example.mean()) / np.sqrt(x_example.var() + 1e-5)
+
+print(f"mean(x^2) = {np.mean(x_example**2)},  r = {r:.4f}")
+print("RMSNorm x_hat  =", x_hat_rms, f"  sum = {x_hat_rms.sum():.4f}   sum of squares = {np.sum(x_hat_rms**2):.5f}")
+print("LayerNorm x_hat =", x_hat_ln, f"  sum = {x_hat_ln.sum():.1e}  sum of squares = {np.sum(x_hat_ln**2):.5f}")
+
+# %% [markdown]
+# Both outputs have squared norm $d=4$ (up to $\epsilon$). Only LayerNorm's sums to zero: RMSNorm
+# kept the fact that every entry of $\mathbf x$ is positive. That difference is the whole
+# geometry of section 2.
+
+# %% [markdown]
+# ### Exercise 1 · `rms_norm`
+#
+# Write `rms_norm(x, gamma, eps=1e-6)` for `x` of shape `(..., d)` (one token, a sequence
+# `(T, d)`, a batch `(B, T, d)`, ...) and `gamma` of shape `(d,)`. Every token gets its own $r$.
+#
+# - Reduce over the features only: `axis=-1, keepdims=True`, so that $r$ has shape `(..., 1)`.
+# - $\epsilon$ goes inside the square root.
+# - Return an array of the same shape **and dtype** as `x`: float64 in, float64 out; float32 in,
+#   float32 out. (Computing the statistics in a wider type and casting back is fine.)
+
+# %% nbgrader={"grade": false, "grade_id": "rms_norm", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def rms_norm(x, gamma, eps=1e-6):
+    """RMSNorm over the last axis: gamma * x / sqrt(mean(x**2) + eps).
+
+    x: (..., d) float32 or float64; gamma: (d,). Returns (..., d) with x's dtype.
+    """
+    ### BEGIN SOLUTION
+    r = np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True) + eps)
+    return (gamma * (x / r)).astype(x.dtype, copy=False)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "signature_rms_norm", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Locked: tells you if the signature above no longer matches what the tests call.
+check_signature(rms_norm, "rms_norm", "(x, gamma, eps=1e-06)")
+
+# %% nbgrader={"grade": true, "grade_id": "test_rms_norm", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Checks rms_norm against torch's RMSNorm on (2, 4, 6, 8), a (2, 3, 8) batch and a square (6, 6) input."""
+check_rms_norm(rms_norm)
+### BEGIN HIDDEN TESTS
+check_rms_norm(rms_norm, shape=(4, 5, 16), seed=11)                          # 3-D, non-uniform gamma
+check_rms_norm(rms_norm, shape=(3, 9), eps=1.0, seed=12)                     # an eps that matters
+check_rms_norm(rms_norm, shape=(4, 8), eps=1e-2, seed=13, scale=0.1)         # mean square comparable to eps
+check_rms_norm(rms_norm, shape=(2, 3, 12), tiny_rows=True, seed=14)          # rows with RMS from 1e-6 to 10
+check_rms_norm(rms_norm, shape=(5, 33), seed=15, gamma=np.linspace(-2.0, 3.0, 33))
+check_rms_norm(rms_norm, shape=(2,), seed=16, offset=3.0)                    # d = 2, all entries positive
+check_rms_norm(rms_norm, shape=(8, 8), seed=17)                              # square again: keepdims
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_rms_norm_float32", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+"""Checks that float32 in gives float32 out, within float32 rounding of a float64 reference."""
+check_rms_norm(rms_norm, dtype=np.float32)
+### BEGIN HIDDEN TESTS
+check_rms_norm(rms_norm, shape=(4, 4096), seed=21, dtype=np.float32)                # a LLaMA-sized d
+check_rms_norm(rms_norm, shape=(3, 4, 16), eps=1e-5, seed=22, dtype=np.float32)
+check_rms_norm(rms_norm, shape=(6, 32), tiny_rows=True, seed=23, dtype=np.float32)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 2. The geometry: the sphere without the hyperplane
+#
+# LayerNorm first projects $\mathbf x$ onto the hyperplane $\sum_j x_j=0$, removing its
+# component along $\mathbf 1=(1,\dots,1)$, and then scales onto the sphere of radius $\sqrt d$
+# inside that hyperplane (notebook 02). RMSNorm skips the projection. Its outputs satisfy
+#
+# $$\lVert\hat{\mathbf x}\rVert^2=\frac{\sum_j x_j^2}{\frac1d\sum_j x_j^2+\epsilon}=d\,\frac{m}{m+\epsilon}\approx d,
+#   \qquad m=\tfrac1d\textstyle\sum_j x_j^2,$$
+#
+# so they lie on the whole sphere of radius $\sqrt d$, not on a slice of it. Two consequences,
+# for every $a>0$ and every constant $c$ (with $\epsilon=0$):
+#
+# - **scale invariance is kept:** $\operatorname{RMSNorm}(a\mathbf x)=\operatorname{RMSNorm}(\mathbf x)$;
+# - **shift invariance is lost:** $\operatorname{RMSNorm}(\mathbf x+c\mathbf 1)\ne\operatorname{RMSNorm}(\mathbf x)$.
+#   The direction $\mathbf 1$ survives the normalisation like any other direction.
+#
+# The next cell measures both, for your `rms_norm` and for PyTorch's LayerNorm.
+
+# %%
+def layer_norm_torch(x, eps=1e-5):
+    """LayerNorm without gain and shift, from PyTorch, for numpy float64 arrays x: (..., d)."""
+    return torch.nn.functional.layer_norm(torch.from_numpy(x), (x.shape[-1],), eps=eps).numpy()
+
+
+rng = np.random.default_rng(0)
+d_demo = 64
+x_demo = rng.standard_normal((3, d_demo)) + np.array([[0.0], [2.0], [-5.0]])  # three tokens, three means
+ones = np.ones(d_demo)
+
+y_demo = rms_norm(x_demo, ones)
+print("|RMSNorm(x)|^2 / d per token:", np.sum(y_demo**2, axis=-1) / d_demo)
+print("mean of RMSNorm(x) per token: ", y_demo.mean(axis=-1), "  (LayerNorm's:", layer_norm_torch(x_demo).mean(axis=-1), ")")
+print()
+print("largest change of the output, with eps = 0:")
+for name, norm in [("LayerNorm", lambda x: layer_norm_torch(x, eps=0.0)), ("RMSNorm  ", lambda x: rms_norm(x, ones, eps=0.0))]:
+    scaled = np.max(np.abs(norm(3.0 * x_demo) - norm(x_demo)))
+    shifted = np.max(np.abs(norm(x_demo + 1.0) - norm(x_demo)))
+    print(f"  {name}  x -> 3x: {scaled:.1e}    x -> x + 1: {shifted:.1e}")
+
+# %% [markdown]
+# The same story with bars: a six-dimensional vector, scaled by 3 and shifted by 4 (the picture
+# of notebook 02, with an RMSNorm column added). LayerNorm's panels do not move; RMSNorm's do,
+# but only because of the shift.
+
+# %%
+from normlab.geometry import bar_drag_widget, static_geometry_figure  # noqa: E402
+
+static_geometry_figure(a=3.0, c=4.0, rms=True)
+
+# %% [markdown]
+# Where widgets work (JupyterLab, Colab), drag the bars, the scale $a$ and the shift $c$ yourself,
+# with the RMSNorm panel switched on.
+
+# %%
+bar_drag_widget(show_rms=True) if not GRADING else None
+
+# %% [markdown]
+# **Where does a large shift take a token?** Add $c\mathbf 1$ with $c$ growing. The component
+# along $\mathbf 1$ takes over the mean square, so $\hat{\mathbf x}\to\operatorname{sign}(c)\,\mathbf 1$:
+# every feature tends to $\pm1$ and the token's own pattern is squeezed into a shrinking remainder.
+# LayerNorm would not notice the shift at all.
+
+# %%
+x_token = x_demo[0]
+print("     c   cos(RMSNorm(x + c1), 1)   spread of the features (std)")
+for c in [0.0, 1.0, 3.0, 10.0, 100.0]:
+    y = rms_norm(x_token + c, ones)
+    cosine = y @ ones / (np.linalg.norm(y) * np.sqrt(d_demo))
+    print(f"{c:6g}   {cosine:+.4f}                    {y.std():.4f}")
+
+# %% [markdown]
+# Does losing the shift invariance matter? In the residual stream, $\mathbf 1$ is one direction
+# among $d$ with no special meaning: nothing in a Transformer makes "the same amount added to
+# every feature" a quantity worth ignoring. Zhang & Sennrich (2019) found that RMSNorm matched
+# LayerNorm's quality in their experiments, which is the empirical version of that argument.
+
+# %% [markdown]
+# ## 3. The backward pass: delete the mean terms
+#
+# Notebook 03 derived LayerNorm's Jacobian from three pieces: $\partial\mu/\partial x_j=1/d$,
+# $\partial s/\partial x_j=\hat x_j/d$, and the quotient rule. RMSNorm has no $\mu$, so one piece
+# disappears, and the other changes only its name.
+#
+# **The scale.** With $m=\frac1d\sum_k x_k^2$ and $r=\sqrt{m+\epsilon}$,
+#
+# $$\frac{\partial m}{\partial x_j}=\frac{2x_j}{d},\qquad
+#   \frac{\partial r}{\partial x_j}=\frac1{2r}\cdot\frac{2x_j}{d}=\frac{x_j}{d\,r}=\frac{\hat x_j}{d}.$$
+#
+# **The normalised input.** The quotient rule on $\hat x_i=x_i/r$:
+#
+# $$\frac{\partial\hat x_i}{\partial x_j}=\frac{\delta_{ij}}{r}-\frac{x_i}{r^2}\cdot\frac{\hat x_j}{d}
+#   =\frac1r\Big(\delta_{ij}-\frac{\hat x_i\hat x_j}{d}\Big),\qquad
+#   \boxed{\;\mathbf J=\frac1r\Big(\mathbf I-\tfrac1d\hat{\mathbf x}\hat{\mathbf x}^\top\Big)\;}$$
+#
+# This is LayerNorm's $\frac1s(\mathbf I-\frac1d\mathbf 1\mathbf 1^\top-\frac1d\hat{\mathbf x}\hat{\mathbf x}^\top)$
+# with the $\mathbf 1\mathbf 1^\top$ term deleted (it came from $\partial\mu/\partial x_j$) and $s$
+# renamed $r$. Still symmetric, so with $\mathbf g=\boldsymbol\gamma\odot\partial\mathcal L/\partial\mathbf y$,
+#
+# $$\frac{\partial\mathcal L}{\partial\mathbf x}=\mathbf J\mathbf g=\frac1r\Big(\mathbf g-\operatorname{mean}(\mathbf g\odot\hat{\mathbf x})\,\hat{\mathbf x}\Big),
+#   \qquad \frac{\partial\mathcal L}{\partial\gamma_j}=\sum_t\frac{\partial\mathcal L}{\partial y_{t,j}}\,\hat x_{t,j},$$
+#
+# where $t$ runs over every token (every leading index). There is no $\boldsymbol\beta$, so no
+# third gradient. Let us confirm $\partial r/\partial x_j=\hat x_j/d$ on the example first.
+
+# %%
+h = 1e-6
+numeric_dr = []
+for j in range(d):
+    step = np.zeros(d)
+    step[j] = h
+    r_plus, r_minus = (np.sqrt(np.mean((x_example + sign * step) ** 2) + 1e-6) for sign in (1, -1))
+    numeric_dr.append((r_plus - r_minus) / (2 * h))
+print("dr/dx: finite differences", np.array(numeric_dr), "   formula x_hat / d", x_hat_rms / d)
+
+# %% [markdown]
+# ### Exercise 2 · `rms_norm_backward`
+#
+# Write `rms_norm_backward(dy, x, gamma, eps=1e-6)` for `x` and `dy` of shape `(..., d)` and `gamma`
+# of shape `(d,)`. Return the tuple `(dx, dgamma)`: `dx` shaped like `x`, `dgamma` of shape `(d,)`,
+# both with `x`'s dtype.
+#
+# *Hint:* recompute $r$ and $\hat{\mathbf x}$ as in the forward pass; reduce over the features with
+# `axis=-1, keepdims=True`; sum `dgamma` over `axis=tuple(range(x.ndim - 1))`. The check also
+# compares your backward with central differences of **your** `rms_norm`.
+
+# %% nbgrader={"grade": false, "grade_id": "rms_norm_backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def rms_norm_backward(dy, x, gamma, eps=1e-6):
+    """Gradients of y = gamma * x / sqrt(mean(x**2) + eps).
+
+    dy, x: (..., d); gamma: (d,). Returns dx (..., d) and dgamma (d,), with x's dtype.
+    """
+    ### BEGIN SOLUTION
+    r = np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True) + eps)
+    x_hat = x / r
+    g = gamma * dy
+    dx = (g - np.mean(g * x_hat, axis=-1, keepdims=True) * x_hat) / r
+    dgamma = np.sum(dy * x_hat, axis=tuple(range(x.ndim - 1)))
+    return dx.astype(x.dtype, copy=False), dgamma.astype(x.dtype, copy=False)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "signature_rms_norm_backward", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Locked: tells you if the signature above no longer matches what the tests call.
+check_signature(rms_norm_backward, "rms_norm_backward", "(dy, x, gamma, eps=1e-06)")
+
+# %% nbgrader={"grade": true, "grade_id": "test_rms_norm_backward", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""Checks dx and dgamma against autograd for a (2, 3, 5) input, and against differences of your rms_norm."""
+check_rms_norm_backward(rms_norm_backward, rms_norm)
+### BEGIN HIDDEN TESTS
+check_rms_norm_backward(rms_norm_backward, shape=(8,), seed=31)
+check_rms_norm_backward(rms_norm_backward, shape=(4, 16), eps=1.0, seed=32)
+check_rms_norm_backward(rms_norm_backward, shape=(2, 2, 3, 7), seed=33)
+check_rms_norm_backward(rms_norm_backward, shape=(6, 8), tiny_rows=True, seed=34)
+check_rms_norm_backward(rms_norm_backward, shape=(5, 33), seed=35, gamma=np.linspace(-2.0, 3.0, 33))
+check_rms_norm_backward(rms_norm_backward, shape=(3, 9), eps=1e-2, seed=36, scale=0.1, offset=0.05)
+check_rms_norm_backward(rms_norm_backward, shape=(2, 3, 64), seed=37, dtype=np.float32)
+check_rms_norm_backward(rms_norm_backward, shape=(6, 16), tiny_rows=True, seed=38, dtype=np.float32)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What the deleted term changes
+#
+# With $\epsilon=0$, $\lVert\hat{\mathbf x}\rVert^2=d$, so $\mathbf w=\hat{\mathbf x}/\sqrt d$ is a unit
+# vector and $r\mathbf J=\mathbf I-\mathbf w\mathbf w^\top$: an orthogonal projection that removes
+# **one** direction (rank $d-1$), where LayerNorm's removed two (rank $d-2$). Read as properties of
+# the gradient:
+#
+# 1. **orthogonal to $\mathbf x$** (scaling $\mathbf x$ does not change the output), as for LayerNorm;
+# 2. **not orthogonal to $\mathbf 1$** (shifting $\mathbf x$ does change the output), unlike LayerNorm;
+# 3. **divided by $r$**: a token twice as large gets half the gradient.
+#
+# The next cell checks all three with your `rms_norm_backward`, and builds $\mathbf J$ column by
+# column from it (because $\mathbf J$ is symmetric, `dy` $=\mathbf e_j$ with $\boldsymbol\gamma=\mathbf 1$ returns column $j$).
+
+# %%
+g_demo = rng.standard_normal(d_demo)
+grad, _ = rms_norm_backward(g_demo, x_token, ones, eps=0.0)
+grad_2x, _ = rms_norm_backward(g_demo, 2 * x_token, ones, eps=0.0)
+print(f"1. grad . x = {grad @ x_token:+.1e}   (compare |grad| |x| = {np.linalg.norm(grad) * np.linalg.norm(x_token):.1f})")
+print(f"2. grad . 1 = {grad.sum():+.4f}")
+print(f"3. |grad(x)| / |grad(2x)| = {np.linalg.norm(grad) / np.linalg.norm(grad_2x):.4f}")
+
+r_token = np.sqrt(np.mean(x_token**2))
+J_columns = np.stack([rms_norm_backward(e, x_token, ones, eps=0.0)[0] for e in np.eye(d_demo)], axis=1)
+eigenvalues = np.linalg.eigvalsh(r_token * (J_columns + J_columns.T) / 2)
+print(f"eigenvalues of r J: {np.sum(np.isclose(eigenvalues, 1.0))} equal to 1, "
+      f"{np.sum(np.isclose(eigenvalues, 0.0, atol=1e-9))} equal to 0  (d = {d_demo})")
+
+# %% [markdown]
+# ## 4. In PyTorch
+#
+# PyTorch has shipped `nn.RMSNorm` and `F.rms_norm` since version 2.4. We compare them with your
+# functions in float64, so that any difference is a formula difference, and let autograd confirm
+# your backward on a `(2, 3, 8)` batch.
+
+# %%
+d_t = 8
+x_np, dy_np = rng.standard_normal((2, 3, d_t)), rng.standard_normal((2, 3, d_t))
+gamma_np = rng.uniform(0.5, 1.5, d_t)
+
+layer = torch.nn.RMSNorm(d_t, eps=1e-6, dtype=torch.float64)
+with torch.no_grad():
+    layer.weight.copy_(torch.from_numpy(gamma_np))
+x_t = torch.tensor(x_np, requires_grad=True)
+y_t = layer(x_t)
+y_t.backward(torch.from_numpy(dy_np))
+
+dx_mine, dgamma_mine = rms_norm_backward(dy_np, x_np, gamma_np)
+functional = torch.nn.functional.rms_norm(torch.from_numpy(x_np), (d_t,), torch.from_numpy(gamma_np), eps=1e-6)
+print("max |rms_norm - nn.RMSNorm|  =", f"{np.max(np.abs(rms_norm(x_np, gamma_np) - y_t.detach().numpy())):.1e}")
+print("max |rms_norm - F.rms_norm|  =", f"{np.max(np.abs(rms_norm(x_np, gamma_np) - functional.numpy())):.1e}")
+print("max |dx - autograd|          =", f"{np.max(np.abs(dx_mine - x_t.grad.numpy())):.1e}")
+print("max |dgamma - autograd|      =", f"{np.max(np.abs(dgamma_mine - layer.weight.grad.numpy())):.1e}")
+
+# %% [markdown]
+# One trap: `nn.RMSNorm(d)` without `eps=` does **not** use $10^{-6}$. Its default `eps=None` means
+# `torch.finfo(dtype).eps`, about $1.2\times10^{-7}$ in float32 (and $2.2\times10^{-16}$ in float64).
+# For ordinary tokens that is invisible; for a token with a small mean square it is not:
+
+# %%
+default_layer = torch.nn.RMSNorm(d_t)  # float32, eps=None
+print(f"default eps: {default_layer.eps} -> torch.finfo(float32).eps = {torch.finfo(torch.float32).eps:.3g}, "
+      f"torch.finfo(float64).eps = {torch.finfo(torch.float64).eps:.3g}")
+for token_scale in [1.0, 1e-3]:
+    token = (token_scale * rng.standard_normal(d_t)).astype(np.float32)
+    with torch.no_grad():
+        ours = rms_norm(token, np.ones(d_t, dtype=np.float32), eps=1e-6)
+        theirs = default_layer(torch.from_numpy(token)).numpy()
+    print(f"token RMS ~ {token_scale:g}:  max |rms_norm(eps=1e-6) - nn.RMSNorm(default)| = {np.max(np.abs(ours - theirs)):.1e}")
+
+# %% [markdown]
+# ## 5. Statistics in float32
+#
+# Large models store activations in bfloat16: the exponent range of float32 with only **8
+# significant bits** (7 stored, 1 implicit), about two to three decimal digits. For one number that
+# is often enough. For a sum it is not. Next to a running total $S$, consecutive bfloat16 numbers are
+# $S/256$ to $S/128$ apart, and rounding to nearest throws away any term smaller than half of that
+# gap. So once the total is about 256 times the next term, adding the term changes nothing: the sum
+# **stalls**. RMSNorm's statistic is exactly such a sum, $d$ squares, and $d=4096$ is a common width.
+#
+# The next cell adds 4096 squares one at a time, in a bfloat16 accumulator and in a float32 one (the
+# terms themselves are the same bfloat16 numbers in both): first 4096 ones, where the stall is exact,
+# then the squares of 4096 standard normal samples, which is what a norm sees.
+
+# %%
+from normlab.precision import bf16_rms_norm_errors, bf16_running_sum, eps_differences, gemma_parameterisation  # noqa: E402
+
+ones_sum = bf16_running_sum(np.ones(4096))
+print(f"adding 1.0 4096 times: float32 {ones_sum['fp32'][-1]:.0f}, bfloat16 {ones_sum['bf16'][-1]:.0f} "
+      f"(no change after term {ones_sum['stalled_at']})")
+stall = bf16_running_sum(n=4096, seed=0)
+steps = np.arange(1, stall["terms"].size + 1)
+print(f"sum of 4096 squares: float32 {stall['fp32'][-1]:.1f}, bfloat16 {stall['bf16'][-1]:.1f}, "
+      f"exact {stall['exact'][-1]:.1f}  (bfloat16 / exact = {stall['final_ratio']:.3f})")
+print(f"terms that left the bfloat16 total unchanged: {100 * stall['lost_fraction']:.1f} %")
+
+fig, (ax_sum, ax_ratio) = plt.subplots(1, 2, figsize=(10, 3.8))
+ax_sum.plot(steps, stall["fp32"], label="float32 accumulator")
+ax_sum.plot(steps, stall["bf16"], label="bfloat16 accumulator")
+ax_sum.plot(steps, ones_sum["bf16"], "k:", label="bfloat16, every term 1.0")
+ax_sum.set_xlabel("number of squares added")
+ax_sum.set_ylabel("running sum of $x_i^2$ (no unit)")
+ax_sum.set_title("In bfloat16 the running sum falls far behind")
+ax_sum.legend()
+finite = np.isfinite(stall["ratio"]) & (stall["terms"] > 0)
+kept, lost = finite & ~stall["lost"], finite & stall["lost"]
+ax_ratio.loglog(steps[kept], stall["ratio"][kept], ".", ms=2, label="term changed the total")
+ax_ratio.loglog(steps[lost], stall["ratio"][lost], ".", ms=2, label="term lost")
+for level in (256, 512):
+    ax_ratio.axhline(level, color="k", lw=0.8, ls="--")
+ax_ratio.set_xlabel("number of squares added")
+ax_ratio.set_ylabel("bfloat16 total / next term")
+ax_ratio.set_title("Terms are lost once the total is ~256x them")
+ax_ratio.legend(markerscale=5)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Adding ones, the bfloat16 total stops for good at 256. With random squares it does not stop
+# completely, because the occasional large square still counts, but most terms are lost and the total
+# ends near half the true one. On the right, every term above the dashed line at 512 is lost and every
+# term below 256 is kept; in between it depends on where the total sits between two powers of two.
+# Too small a sum means too small an $r$, and every output too large.
+#
+# **The fix** is what LLaMA's reference RMSNorm does and what fused kernels do internally:
+# **upcast** the token to float32, compute $r$ and $\mathbf x/r$ there, **cast back** to bfloat16, then
+# apply the gain. The next cell measures four bfloat16 RMSNorms of the same bfloat16 input, $d=4096$,
+# against a float64 reference: the stalled accumulator, torch's operations run directly on bfloat16
+# tensors, the upcast recipe, and the float64 answer rounded to bfloat16 (the best a bfloat16 output can be).
+
+# %%
+errors = bf16_rms_norm_errors(rows=8, d=4096, eps=1e-6)
+labels = {"bf16_accumulator": "bfloat16 running sum", "bf16_torch_ops": "torch ops on bfloat16 tensors",
+          "upcast_fix": "upcast, normalise, cast back", "rounding_floor": "float64 answer rounded to bfloat16"}
+print(f"{'variant':36s} {'relative error':>15s} {'output RMS':>11s}")
+for key, label in labels.items():
+    print(f"{label:36s} {errors[key]['rel_error']:15.2e} {errors[key]['output_rms']:11.4f}")
+
+# %% [markdown]
+# The stalled sum makes the outputs too large by the factor printed in the last column (the right RMS
+# is 1). torch's own bfloat16 operations accumulate the mean in float32 internally, but they round
+# every intermediate to bfloat16 and lose a little more. The upcast recipe reaches the rounding floor:
+# no bfloat16 output can do better. Your Exercise 1 test does the same for float32: the statistics must
+# be at least as precise as the data.
+
+# %% [markdown]
+# ## 6. Know your parameterisation
+#
+# Three variants of "RMSNorm" are common, and porting weights between them without noticing gives
+# outputs that are wrong by a little or by a lot.
+#
+# **Gemma's gain.** Gemma multiplies by $(\mathbf 1+oldsymbol\gamma)$ and initialises $oldsymbol\gamma$
+# at zero. With $\mathbf w=\mathbf 1+oldsymbol\gamma$ it is the same function; what changes is the
+# point weight decay pulls towards: zero for $oldsymbol\gamma$, so a gain of one, instead of a gain of
+# zero for a plain $\mathbf w$. (Other models drop parameters altogether: OLMo's first release used a
+# LayerNorm with no learned gain or shift, and PaLM removed every bias from its norms and dense layers.)
+
+# %%
+gemma = gemma_parameterisation(d=64, start_gain=1.5, steps=100, decay=0.01)
+print(f"max |y(w) - y(1 + gamma)| with gamma = w - 1:             {gemma['same_function_max_diff']:.1e}")
+print(f"max |y(w) - y(gamma)|, Gemma's gamma loaded as a plain w: {gemma['missing_one_max_diff']:.2f}")
+print(f"a gain of 1.5 after {gemma['steps']} steps of weight decay {gemma['decay']}: "
+      f"plain w -> {gemma['decayed_gain_plain']:.3f},  Gemma's 1 + gamma -> {gemma['decayed_gain_gemma']:.3f}")
+
+# %% [markdown]
+# **The value of $\epsilon$, and where it sits.** $10^{-5}$ and $10^{-6}$ are both common, and
+# `nn.RMSNorm`'s default is neither (section 4). Putting $\epsilon$ outside the square root,
+# $\mathbf x/(\sqrt{m}+\epsilon)$, is a different function again. For a token with mean square $m$, the
+# first change moves the output by a relative amount of about $(10^{-5}-10^{-6})/(2m)$, the second by
+# about $\epsilon/\sqrt m$: invisible for ordinary tokens, of order one when $m$ approaches $\epsilon$. The next cell measures both, on tokens of $d=4096$
+# features scaled from $10^{-3}$ to $10$.
+
+# %%
+eps_effects = eps_differences(scales=(1e-3, 1e-2, 1e-1, 1.0, 10.0), d=4096, norm="rms", eps=1e-5, other_eps=1e-6)
+print("token RMS   eps 1e-5 vs 1e-6   sqrt(m + eps) vs sqrt(m) + eps   (relative change of the output)")
+for scale, change, outside in zip(eps_effects["scales"], eps_effects["eps_change"], eps_effects["eps_outside"]):
+    print(f"{scale:9g}   {change:16.1e}   {outside:30.1e}")
+
+# %% [markdown]
+# For unit-size tokens the differences are a few parts per million: small, but real, and they pass
+# through every layer to the logits, which is why a ported model that disagrees with the original in
+# the fifth digit should make you check $\epsilon$ first. For tokens with a small RMS (early layers,
+# padding, a dead feature group), the variants are different functions.
+
+# %% [markdown]
+# ## 7. Speed, honestly
+#
+# Zhang & Sennrich (2019) measured RMSNorm cutting running time by 7 % to 64 % compared with
+# LayerNorm, depending on the model. Those were whole models, with each norm written as a chain of
+# separate operations. Before quoting that number about your own code, ask what a norm costs.
+#
+# Per element, a norm does a handful of additions and multiplications, and it must read $\mathbf x$
+# and write $\mathbf y$ at least once. A modern processor does arithmetic far faster than it moves
+# bytes from main memory, so a norm is **memory-bound**: its time is set by how many times it passes
+# over the array. The fair yardstick is a plain copy of the same array, which also reads and writes
+# every element once. A norm running at 100 % of the copy's bandwidth cannot get faster.
+#
+# The cell below times, on this machine and on one float32 array of shape `(tokens, d)`:
+#
+# - a copy (numpy and torch), the yardstick;
+# - numpy LayerNorm and RMSNorm, written as whole-array operations (six passes against three);
+# - torch's `F.layer_norm`, one fused kernel; the same two norms as unfused torch chains; `F.rms_norm`;
+# - outside grading, `torch.compile` of the two chains, which fuses each into one loop (its first call
+#   compiles, which takes tens of seconds).
+
+# %%
+from normlab.speed import format_speed_table, speed_ratios, speed_table  # noqa: E402
+
+if GRADING:  # a tiny array and two calls per row: this only proves that the cell runs
+    speed_rows = speed_table(shape=(64, 1024), compile=False, budget_s=0.0, min_repeats=1)
+else:  # larger than the caches, so the copy measures main memory; compilation included
+    speed_rows = speed_table(shape=(2048, 4096), compile=True)
+print(format_speed_table(speed_rows))
+
+ratios = speed_ratios(speed_rows)
+print()
+if ratios["numpy_ln_over_rms"]:
+    print(f"numpy: LayerNorm took {ratios['numpy_ln_over_rms']:.2f} times as long as RMSNorm")
+if ratios["torch_unfused_rms_over_fused_ln"]:
+    print(f"torch: the unfused RMSNorm chain took {ratios['torch_unfused_rms_over_fused_ln']:.2f} times as long "
+          "as the fused F.layer_norm")
+if ratios["fused_ln_fraction_of_copy"]:
+    print(f"the fused F.layer_norm reached {100 * ratios['fused_ln_fraction_of_copy']:.0f} % of the copy's bandwidth")
+
+# %% [markdown]
+# How to read the table (your numbers depend on your processor, its caches, its load and the torch
+# build; read them, not the ones you expect):
+#
+# - **numpy, like with like.** Both norms are chains of whole-array operations, and RMSNorm's chain
+#   is shorter: it should win, in roughly the proportion of passes. This is the situation
+#   Zhang & Sennrich measured, unfused operations, and it is where their 7–64 % comes from.
+# - **torch, fused against unfused.** `F.layer_norm` reads $\mathbf x$ once and writes $\mathbf y$ once.
+#   An RMSNorm written as `x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma` makes a pass
+#   per operation, so on a CPU build of torch the norm that does *more* arithmetic can take *less*
+#   time. Compare the `F.rms_norm` row with the chain's: if they are close, this build computes it as
+#   a composite of the same operations rather than as one kernel.
+# - **Fusion is the larger lever.** Once `torch.compile` fuses each chain into one loop, both norms
+#   move the same bytes, so their times should come close (timings of a few milliseconds are noisy:
+#   rerun the cell before reading much into a gap); what is left of RMSNorm's advantage is one
+#   reduction fewer per token. On a GPU the same holds: fused LayerNorm and RMSNorm kernels both run
+#   near the memory bandwidth, so choosing RMSNorm saves little time once the kernels are fused.
+# - **The fraction of the copy** says how much is left to gain: far below 100 % means extra passes or
+#   overheads (small arrays are dominated by the cost of launching each operation); near 100 % means
+#   the implementation is as fast as the memory allows. A multithreaded torch kernel can exceed 100 %
+#   of a copy that ran on one thread; read that as "at the memory limit".
+
+# %% [markdown]
+# ## 8. Self-test
+#
+# **(a) What is the length of an RMS-normalised token?** Take $\mathbf x\sim\mathcal N(\mathbf 0,\mathbf I_d)$
+# and $\boldsymbol\gamma=\mathbf 1$. The input's squared norm is a sum of $d$ squares: its mean is $d$
+# and its spread is $\sqrt{2d}$, so $\lVert\mathbf x\rVert^2/d\to1$ only as $d\to\infty$. The output's
+# squared norm is $d\,m/(m+\epsilon)$ for **every** input: it is $d$ up to $\epsilon$, at any $d$.
+# The output has length $\sqrt d$, not 1: each feature is of order one, whatever the width.
+
+# %%
+widths = 2 ** np.arange(1, 11 if GRADING else 14)
+samples = 20 if GRADING else 200
+input_sq, output_sq = [], []
+for width in widths:
+    x_s = rng.standard_normal((samples, width))
+    input_sq.append(np.sum(x_s**2, axis=-1))
+    output_sq.append(np.sum(rms_norm(x_s, np.ones(width)) ** 2, axis=-1))
+input_sq, output_sq = np.array(input_sq), np.array(output_sq)
+
+fig, (ax_left, ax_right) = plt.subplots(1, 2, figsize=(10, 3.8))
+ax_left.loglog(widths, input_sq.mean(axis=1), "o", ms=4, label=r"$\|x\|^2$ (mean over tokens)")
+ax_left.loglog(widths, output_sq.mean(axis=1), "s", ms=4, mfc="none", label=r"$\|$RMSNorm$(x)\|^2$")
+ax_left.loglog(widths, widths, "k--", lw=1, label="d")
+ax_left.set_xlabel("width d (features)")
+ax_left.set_ylabel("squared norm")
+ax_left.set_title("Both are about d on average")
+ax_left.legend()
+ax_right.loglog(widths, np.max(np.abs(input_sq / widths[:, None] - 1), axis=1), "o", ms=4, label=r"input $x$")
+ax_right.loglog(widths, np.max(np.abs(output_sq / widths[:, None] - 1), axis=1), "s", ms=4, mfc="none", label="RMSNorm(x)")
+ax_right.loglog(widths, 4 * np.sqrt(2 / widths), "k:", lw=1, label=r"$4\sqrt{2/d}$")
+ax_right.set_xlabel("width d (features)")
+ax_right.set_ylabel(r"largest $|\,\|\cdot\|^2/d-1\,|$ over tokens")
+ax_right.set_title("Only RMSNorm(x) is at d for every token (up to eps)")
+ax_right.legend()
+fig.tight_layout()
+plt.show()
+print(f"largest deviation of |RMSNorm(x)|^2 / d from 1: {np.max(np.abs(output_sq / widths[:, None] - 1)):.1e}")
+
+# %% [markdown]
+# Consequence for stacked RMSNorms: with $\boldsymbol\gamma=\mathbf 1$ the output already has mean
+# square 1, so a second RMSNorm changes it only by the $\epsilon$ factor. Magnitudes do not grow or
+# shrink through a chain of norms; the gains $\boldsymbol\gamma$ alone set the scale a layer reads.
+#
+# **(b) How many parameters?** A norm has one gain per feature (and LayerNorm one shift per feature),
+# next to a $d\times d$ projection it feeds:
+
+# %%
+d_model = 4096
+count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
+n_rms, n_ln = count(torch.nn.RMSNorm(d_model)), count(torch.nn.LayerNorm(d_model))
+n_linear = count(torch.nn.Linear(d_model, d_model, device="meta"))
+print(f"RMSNorm({d_model}): {n_rms} parameters;  LayerNorm({d_model}): {n_ln}")
+print(f"Linear({d_model}, {d_model}): {n_linear:,} parameters")
+print(f"a LayerNorm is {100 * n_ln / n_linear:.3f} % of that Linear, an RMSNorm {100 * n_rms / n_linear:.3f} %")
+
+# %% [markdown]
+# Norms are a rounding error in the parameter count. Their cost is elsewhere: they touch every
+# activation, twice per layer, which is why section 7 is about memory traffic, not arithmetic.
+
+# %% [markdown]
+# ## 9. Interview questions
+#
+# Try each one aloud before you reveal the answer.
+#
+# <details><summary><b>What is RMSNorm, and why have most recent LLMs switched to it?</b></summary>
+#
+# $\boldsymbol\gamma\odot\mathbf x/\sqrt{\operatorname{mean}(\mathbf x^2)+\epsilon}$: LayerNorm without
+# the mean subtraction and without the shift. It keeps scale invariance and drops shift invariance,
+# which costs little because the direction $\mathbf 1$ of the residual stream is not special. It needs
+# one reduction over the features instead of two, has $d$ parameters instead of $2d$, and Zhang &
+# Sennrich (2019) found it matched LayerNorm's quality while cutting running time by 7 % to 64 %
+# depending on the model. In practice, simplicity and kernel speed decided it.
+# </details>
+#
+# <details><summary><b>Derive the gradient of RMSNorm with respect to its input.</b></summary>
+#
+# $\partial r/\partial x_j=x_j/(dr)=\hat x_j/d$, so the quotient rule gives
+# $\mathbf J=\frac1r(\mathbf I-\frac1d\hat{\mathbf x}\hat{\mathbf x}^\top)$ and
+# $\partial\mathcal L/\partial\mathbf x=\frac1r(\mathbf g-\operatorname{mean}(\mathbf g\odot\hat{\mathbf x})\hat{\mathbf x})$
+# with $\mathbf g=\boldsymbol\gamma\odot\partial\mathcal L/\partial\mathbf y$: LayerNorm's formula with the
+# $-\operatorname{mean}(\mathbf g)$ term deleted. The gradient is orthogonal to $\mathbf x$ (up to $\epsilon$),
+# not to $\mathbf 1$, and scales like $1/r$; $r\mathbf J$ is a projection of rank $d-1$.
+# $\partial\mathcal L/\partial\boldsymbol\gamma=\sum_t\partial\mathcal L/\partial\mathbf y_t\odot\hat{\mathbf x}_t$.
+# </details>
+#
+# <details><summary><b>What does RMSNorm give up compared with LayerNorm, and when could it matter?</b></summary>
+#
+# Invariance to adding a constant to every feature: $\operatorname{RMSNorm}(\mathbf x+c\mathbf 1)$ moves
+# towards $\pm\mathbf 1$ as $c$ grows. It would matter if some layer systematically wrote a large common
+# offset into the stream; then that offset would dominate the mean square and shrink everything else.
+# In practice the mean direction carries no special meaning and models trained with RMSNorm do as well.
+# </details>
+#
+# <details><summary><b>Your model runs in bfloat16. Why should the norm's statistics be computed in float32?</b></summary>
+#
+# bfloat16 keeps 8 significant bits. A running sum of $d$ squares stops growing once the total is
+# about 256 times the next term (the term is below half a unit in the last place), so for
+# $d=4096$ most of the terms are simply lost and $r$ comes out too small. Upcast to float32, compute
+# $r$ and $\mathbf x/r$, and cast back; LLaMA's reference RMSNorm does exactly this and fused kernels
+# do it internally.
+# </details>
+#
+# <details><summary><b>You load Gemma weights into a LLaMA-style RMSNorm and the logits are slightly off. What do you check?</b></summary>
+#
+# The parameterisation of the gain: Gemma multiplies by $(1+\boldsymbol\gamma)$ with $\boldsymbol\gamma$
+# initialised at zero, so its stored weights must be shifted by one for a plain $\boldsymbol\gamma$ layer.
+# Then $\epsilon$: $10^{-5}$ and $10^{-6}$ are both common (and `nn.RMSNorm`'s default is neither), and
+# whether it sits inside the square root. Each gives small but real output differences (section 6).
+# </details>
+#
+# <details><summary><b>Your benchmark on a laptop shows RMSNorm no faster than LayerNorm. Does that contradict Zhang & Sennrich?</b></summary>
+#
+# Not necessarily. A norm reads and writes each activation about once, so a good kernel is bound by
+# memory traffic, and both norms move the same bytes; saving one reduction matters only when the
+# kernels are not fused and each extra operation is one more pass over memory. Their 7–64 % were
+# measured on whole models with unfused operations. On a CPU, PyTorch's LayerNorm is one fused kernel
+# while an RMSNorm written as separate tensor operations makes several passes, so the "slower" norm can
+# win. Compare like with like (both fused, or both unfused) and report bandwidth, not only time.
+# </details>
+
+# %% [markdown]
+# ## What to remember
+#
+# - RMSNorm: $r=\sqrt{\operatorname{mean}(\mathbf x^2)+\epsilon}$, output $\boldsymbol\gamma\odot\mathbf x/r$;
+#   one reduction, no mean, no shift, $d$ parameters.
+# - Geometry: the sphere of radius $\sqrt d$ without LayerNorm's hyperplane. Scale invariance kept,
+#   shift invariance lost; the direction $\mathbf 1$ survives.
+# - Backward: LayerNorm's with the mean terms deleted,
+#   $\frac1r(\mathbf g-\operatorname{mean}(\mathbf g\odot\hat{\mathbf x})\hat{\mathbf x})$, and
+#   $\partial\mathcal L/\partial\boldsymbol\gamma=\sum_t\mathbf{dy}_t\odot\hat{\mathbf x}_t$.
+# - Compute the statistics in float32: upcast, normalise, cast back.
+# - Check the parameterisation when porting weights: $(1+\boldsymbol\gamma)$, the value of $\epsilon$,
+#   and $\epsilon$ inside the square root.
+# - A norm is memory-bound: judge implementations by bytes moved, and compare fused with fused.
+#
+# *References:* Zhang & Sennrich (2019), *Root Mean Square Layer Normalization*;
+# Ba, Kiros & Hinton (2016), *Layer Normalization*.
