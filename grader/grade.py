@@ -23,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.build import course_root, run_nbgrader
+from grader.build import course_root, tool_environment
 from grader.sandbox.client import paths_to_hide
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
@@ -146,10 +146,38 @@ _slot = None
 
 
 def _init_slot(counter):
+    """Number this worker (its sandbox uid) and warm it: its zygote imports everything once."""
     global _slot
     with counter.get_lock():
         _slot = counter.value
         counter.value += 1
+    import grader.execute  # noqa: F401
+    from grader import oracles
+    from grader.sandbox.client import default_zygote
+
+    oracles._torch()
+    default_zygote()
+
+
+def _warm(_):
+    return None
+
+
+def nbgrader_app(root: Path, app_class, argv: list[str]) -> str | None:
+    """Run an nbgrader app in this process, in the course root; returns an error message or None."""
+    previous = os.getcwd()
+    os.chdir(root)
+    try:
+        app = app_class()
+        app.initialize([*argv, "--log-level=ERROR"])
+        app.start()
+    except SystemExit as exit_:
+        return None if not exit_.code else f"nbgrader {app_class.__name__} failed (exit {exit_.code})"
+    except Exception as error:  # noqa: BLE001
+        return f"nbgrader {app_class.__name__} failed: {error}"
+    finally:
+        os.chdir(previous)
+    return None
 
 
 def _execute_task(args):
@@ -177,9 +205,8 @@ def progress(done: int, total: int, started: float) -> None:
 def grade(assignment: str, root: Path | None = None, csv_path: Path | None = None, jobs: int | None = None,
           cell_seconds: float = 120.0) -> int:
     """Grade every submission of ``assignment``; returns an exit code (0 even if submissions fail)."""
-    import multiprocessing
-
     root = Path(root or course_root()).resolve()
+    os.environ["PATH"] = tool_environment()["PATH"]  # nbgrader's gradebook runs `alembic` by name
     csv_path = Path(csv_path or root / "build" / "grades.csv")
     jobs = jobs or os.cpu_count() or 1
     students = sorted(p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir())
@@ -194,6 +221,13 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     shutil.rmtree(work, ignore_errors=True)
     (work / "sandboxes").mkdir(parents=True)
     os.chmod(work / "sandboxes", 0o711)  # sandbox uids reach their own folder, list nothing
+    # Start the workers (and their zygotes) now, so their imports overlap the serial sanitising.
+    import multiprocessing
+
+    counter = multiprocessing.Value("i", 0)
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot, initargs=(counter,))
+    for slot in range(jobs):
+        pool.submit(_warm, slot)
     config = load_config(root)
     from grader.nbgrader_steps import run_phase
 
@@ -218,8 +252,7 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
 
     timings["sanitise"] = time.monotonic() - phase_started
     started, seconds, isolation = time.monotonic(), {}, None
-    counter = multiprocessing.Value("i", 0)
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot, initargs=(counter,)) as pool:
+    with pool:
         futures = [pool.submit(_execute_task, (str(root), str(work), assignment, s, nb, cell_seconds)) for s, nb in ready]
         for done, future in enumerate(as_completed(futures), 1):
             student, notebook, duration, notes, isolation = future.result()
@@ -236,12 +269,14 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
             messages[student].append(f"recording the grade failed: {type(error).__name__}: {str(error)[:300]}")
     timings["record"] = time.monotonic() - phase_started
     phase_started = time.monotonic()
-    result = run_nbgrader(root, "generate_feedback", assignment, "--force")
-    if result.returncode != 0:
-        print(result.stdout + result.stderr, file=sys.stderr)
-    result = run_nbgrader(root, "export", f"--to={csv_path}")
-    if result.returncode != 0:
-        print(result.stdout + result.stderr, file=sys.stderr)
+    from nbgrader.apps import ExportApp, GenerateFeedbackApp
+
+    problem = nbgrader_app(root, GenerateFeedbackApp, [assignment, "--force"])
+    if problem:
+        print(problem, file=sys.stderr)
+    problem = nbgrader_app(root, ExportApp, [f"--to={csv_path}"])
+    if problem:
+        print(problem, file=sys.stderr)
         return 1
     timings["feedback+export"] = time.monotonic() - phase_started
     (work / "messages.json").write_text(json.dumps(messages, indent=1))
