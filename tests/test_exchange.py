@@ -1,0 +1,288 @@
+"""The whole nbgrader exchange cycle on one machine: release, fetch, submit, collect, grade, feedback.
+
+An instructor (a temporary copy of the course) and three students (alice submits every
+solution, bob only the first exercise, carol the notebook as she fetched it) each get their
+own HOME and working folder; they share one temporary exchange, configured the way a real
+deployment does it, in each user's ~/.jupyter/nbgrader_config.py. The instructor follows
+the README: `make build`, `nbgrader release_assignment`, `nbgrader collect`, `make grade`
+(python -m grader grade), `nbgrader release_feedback`; students run `nbgrader
+fetch_assignment`, `submit` and `fetch_feedback`. nbgrader commands run as its `nbgrader`
+script does, several per process (one process per user and phase), because importing
+nbgrader costs seconds and the cycle has dozens of steps.
+"""
+import csv
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.build import build
+from tests.conftest import ASSIGNMENTS, ROOT, subprocess_env
+
+pytestmark = pytest.mark.slow
+
+COURSE_ID = "layernorm-rmsnorm"  # c.CourseDirectory.course_id in nbgrader_config.py
+STUDENTS = {"alice": "full", "bob": "partial", "carol": "blank"}
+SOLVED_EXERCISES = {"full": None, "partial": 1, "blank": 0}  # how many solution cells each types in
+
+# Runs each command of the JSON list given as first argument, in one process, stopping at the
+# first failure: ["grader", ARGS...] as `python -m grader ARGS` (a child process), and
+# [ARGS...] as `nbgrader ARGS` does (NbGraderApp.launch_instance).
+DRIVER = """
+import json, subprocess, sys, time
+from nbgrader.apps.nbgraderapp import NbGraderApp
+for argv in json.loads(sys.argv[1]):
+    command = "python -m grader " + " ".join(argv[1:]) if argv[0] == "grader" else "nbgrader " + " ".join(argv)
+    print(f"[{time.strftime('%H:%M:%S')}] $ {command}", flush=True)
+    try:
+        if argv[0] == "grader":  # its own process, as `make grade` runs it
+            code = subprocess.run([sys.executable, "-m", *argv]).returncode
+        else:
+            NbGraderApp.launch_instance(argv=argv)
+            code = 0
+    except SystemExit as exit_:
+        code = exit_.code
+    if argv[0] != "grader":
+        app = NbGraderApp.instance()
+        if getattr(app, "subapp", None) is not None:
+            type(app.subapp).clear_instance()
+        NbGraderApp.clear_instance()
+    if code:
+        sys.exit(f"{command} exited with {code}")
+"""
+
+
+def user_environment(home: Path) -> dict:
+    """A login of its own: HOME, no inherited Jupyter folders or hub user."""
+    env = subprocess_env()
+    for name in list(env):
+        if name.startswith("JUPYTER") or name == "PYTHONPATH":
+            del env[name]
+    env["HOME"] = str(home)
+    return env
+
+
+def start(steps: list[list[str]], cwd: Path, home: Path) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(steps)], cwd=cwd,
+                               env=user_environment(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process.began = time.monotonic()
+    return process
+
+
+def finish(process: subprocess.Popen, who: str, timeout: float = 900) -> str:
+    try:
+        out, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, _ = process.communicate()
+        pytest.fail(f"{who}: nbgrader timed out\n{out[-5000:]}")
+    assert process.returncode == 0, f"{who}: nbgrader failed\n{out[-8000:]}"
+    print(f"[exchange] {who}: {time.monotonic() - process.began:.1f} s")
+    return out
+
+
+def run_as(who: str, steps: list[list[str]], cwd: Path, home: Path) -> str:
+    return finish(start(steps, cwd, home), who)
+
+
+def run_students(users: dict, steps) -> dict:
+    """Run each student's steps (a function of the student's id) side by side."""
+    running = {s: start(steps(s), users[s]["work"], users[s]["home"]) for s in STUDENTS}
+    try:
+        return {s: finish(p, s) for s, p in running.items()}
+    finally:
+        for process in running.values():  # after a failure, leave nothing behind
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def exercise_points(source_nb) -> tuple[list[float], float]:
+    """Points of the test cells after each solution cell, in order, and the total."""
+    per_exercise, total = [], 0.0
+    for cell in source_nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and not meta.get("grade"):
+            per_exercise.append(0.0)
+        elif meta.get("grade"):
+            points = float(meta.get("points", 0))
+            total += points
+            if per_exercise and not meta.get("solution"):
+                per_exercise[-1] += points
+    return per_exercise, total
+
+
+def splice(fetched: Path, solutions: Path, how_many: int | None) -> list[str]:
+    """Type the solutions into a fetched notebook: copy each solution cell's source by cell id.
+
+    Only the first ``how_many`` solution cells (all when None); returns their ids.
+    """
+    nb = nbformat.read(fetched, as_version=4)
+    solved = {c.id: c for c in nbformat.read(solutions, as_version=4).cells}
+    answer_ids = [c.id for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    chosen = answer_ids if how_many is None else answer_ids[:how_many]
+    for cell in nb.cells:
+        if cell.id in chosen:
+            assert cell.id in solved, f"solutions/ has no cell {cell.id!r}"
+            cell.source = solved[cell.id].source
+    nbformat.write(nb, fetched)
+    return chosen
+
+
+def page_text(path: Path) -> str:
+    """The text a reader sees in an HTML page (tags dropped, entities decoded)."""
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r"<(script|style)\b.*?</\1>", "", text, flags=re.S | re.I)
+    return html.unescape(re.sub(r"<[^>]+>", "", text))
+
+
+def hidden_test_lines(source_nb) -> list[str]:
+    lines = []
+    for cell in source_nb.cells:
+        for block in re.findall(r"### BEGIN HIDDEN TESTS[^\n]*\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
+            lines += [line.strip() for line in block.splitlines() if len(line.strip()) > 8]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def cycle(tmp_path_factory):
+    """Run the cycle once for every assignment; return the folders and the exported scores."""
+    base = tmp_path_factory.mktemp("exchange-cycle")
+    exchange = base / "exchange"
+    exchange.mkdir()
+    course = base / "instructor" / "course"
+    course.mkdir(parents=True)
+    for name in ["nbgrader_config.py", "pyproject.toml"]:
+        shutil.copy2(ROOT / name, course / name)
+    shutil.copytree(ROOT / "source", course / "source", ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
+    build(course, ASSIGNMENTS)  # `make build`: source notebooks, release/ and the gradebook
+
+    users = {"instructor": {"home": base / "instructor" / "home", "work": course}}
+    for student in STUDENTS:
+        users[student] = {"home": base / student / "home", "work": base / student / "work"}
+    for who, user in users.items():
+        user["work"].mkdir(parents=True, exist_ok=True)
+        (user["home"] / ".jupyter").mkdir(parents=True)
+        (user["home"] / ".jupyter" / "nbgrader_config.py").write_text(
+            "c = get_config()\n"
+            f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
+            f"c.Exchange.root = {str(exchange)!r}\n")
+
+    out = {}
+    out["release"] = run_as("instructor", [["release_assignment", a] for a in ASSIGNMENTS], course,
+                            users["instructor"]["home"])
+    out["fetch"] = run_students(users, lambda s: [["fetch_assignment", a] for a in ASSIGNMENTS])
+
+    spliced = {}
+    for student, kind in STUDENTS.items():
+        for a in ASSIGNMENTS:
+            fetched = users[student]["work"] / a / f"{a}.ipynb"
+            assert fetched.exists(), f"{student} did not fetch {a}"
+            spliced[(student, a)] = splice(fetched, ROOT / "solutions" / f"{a}.ipynb", SOLVED_EXERCISES[kind])
+
+    out["submit"] = run_students(users, lambda s: [["submit", a, f"--student={s}"] for a in ASSIGNMENTS])
+    # The README's instructor workflow: collect, `make grade` (python -m grader grade: nbgrader's
+    # autograde and feedback around sandboxed execution, then nbgrader's CSV export), release.
+    # Every user here is root, so nbgrader's check that a submission's owner matches its
+    # student id cannot hold; it only logs a warning, which is switched off.
+    csv_path = course / "build" / "grades.csv"
+    steps = ([["collect", a, "--ExchangeCollect.check_owner=False"] for a in ASSIGNMENTS]
+             + [["grader", "grade", a, "--root", str(course)] for a in ASSIGNMENTS]
+             + [["release_feedback", a] for a in ASSIGNMENTS])
+    out["grade"] = run_as("instructor", steps, course, users["instructor"]["home"])
+    out["fetch_feedback"] = run_students(
+        users, lambda s: [["fetch_feedback", a, f"--student={s}"] for a in ASSIGNMENTS])
+
+    with open(csv_path, newline="") as f:
+        scores = {(r["assignment"], r["student_id"]): (float(r["raw_score"]), float(r["max_score"]))
+                  for r in csv.DictReader(f)}
+    return {"base": base, "course": course, "exchange": exchange, "users": users, "scores": scores, "log": out,
+            "spliced": spliced}
+
+
+def source_notebook(cycle, assignment):
+    return nbformat.read(cycle["course"] / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_students_fetch_the_release(cycle, assignment):
+    """Each student's fetched copy is the student release: same cells, stubs not solutions."""
+    release = nbformat.read(cycle["course"] / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    assert (cycle["exchange"] / COURSE_ID / "outbound" / assignment / f"{assignment}.ipynb").exists()
+    for student in STUDENTS:
+        # the fetched copy was edited in place; its cell ids and order are the release's
+        fetched = nbformat.read(cycle["users"][student]["work"] / assignment / f"{assignment}.ipynb", as_version=4)
+        assert [c.id for c in fetched.cells] == [c.id for c in release.cells]
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_collected_submissions_are_what_students_submitted(cycle, assignment):
+    for student in STUDENTS:
+        submitted = cycle["course"] / "submitted" / student / assignment / f"{assignment}.ipynb"
+        assert submitted.exists(), f"nbgrader collect did not bring {student}'s {assignment}"
+        work = cycle["users"][student]["work"] / assignment / f"{assignment}.ipynb"
+        assert nbformat.read(submitted, as_version=4) == nbformat.read(work, as_version=4)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_exported_scores(cycle, assignment):
+    """Full solution = maximum; first exercise only = the points of its tests; untouched = 0."""
+    per_exercise, total = exercise_points(source_notebook(cycle, assignment))
+    assert total > 0 and per_exercise and per_exercise[0] > 0
+    assert cycle["scores"][(assignment, "alice")] == (total, total)
+    assert cycle["scores"][(assignment, "bob")] == (per_exercise[0], total), (
+        f"bob solved only {cycle['spliced'][('bob', assignment)]}")
+    assert cycle["scores"][(assignment, "carol")] == (0.0, total)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("student", list(STUDENTS))
+def test_feedback_reaches_the_student(cycle, assignment, student):
+    fetched = list((cycle["users"][student]["work"] / assignment / "feedback").glob(f"*/{assignment}.html"))
+    assert len(fetched) == 1, f"{student} fetched no feedback for {assignment}"
+    released = cycle["course"] / "feedback" / student / assignment / f"{assignment}.html"
+    assert fetched[0].read_bytes() == released.read_bytes()
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("student", list(STUDENTS))
+def test_feedback_hides_hidden_tests_but_keeps_messages(cycle, assignment, student):
+    """No line of a hidden-test block is in the feedback; every test cell's output text is."""
+    feedback = cycle["course"] / "feedback" / student / assignment / f"{assignment}.html"
+    text = page_text(feedback)
+    hidden = hidden_test_lines(source_notebook(cycle, assignment))
+    assert hidden, f"{assignment} has no hidden tests"
+    leaked = [line for line in hidden if line in text]
+    assert not leaked, f"{student}'s feedback on {assignment} shows hidden test code: {leaked[:3]}"
+    assert "HIDDEN TESTS" not in text, f"{student}'s feedback on {assignment} shows a hidden-test marker"
+
+    autograded = nbformat.read(cycle["course"] / "autograded" / student / assignment / f"{assignment}.ipynb",
+                               as_version=4)
+    ansi = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+    checked = 0
+    for cell in autograded.cells:
+        if not cell.metadata.get("nbgrader", {}).get("grade") or cell.cell_type != "code":
+            continue
+        for output in cell.outputs:
+            if output.output_type == "stream":
+                lines = output.text.splitlines()
+            elif output.output_type == "error":
+                lines = [f"{output.ename}: {output.evalue}" if output.evalue else output.ename]
+                lines += ansi.sub("", output.traceback[-1]).splitlines() if output.traceback else []
+            else:
+                continue
+            for line in (s.strip() for s in lines):
+                if line:
+                    assert " ".join(line.split()) in " ".join(text.split()), (
+                        f"{student}'s feedback on {assignment} lost the message: {line}")
+                    checked += 1
+    assert checked, f"no test cell of {assignment} printed anything for {student}"
+    if STUDENTS[student] != "full":
+        assert "NotImplementedError" in text
