@@ -64,6 +64,18 @@ class IsolatedAutograde(Autograde):
                 instance.results_dir = self.results_dir
             self.exporter.register_preprocessor(instance)
 
+    def init_assignment(self, assignment_id: str, student_id: str) -> None:
+        if self.phase != "record":
+            return super().init_assignment(assignment_id, student_id)
+        ignore = self.coursedir.ignore
+        # Input and output are one folder here: copying a file (timestamp.txt, the source's
+        # extra files) onto itself would delete it first and fail.
+        self.coursedir.ignore = [*ignore, "*"]
+        try:
+            super().init_assignment(assignment_id, student_id)
+        finally:
+            self.coursedir.ignore = ignore
+
     def init_destination(self, assignment_id: str, student_id: str) -> bool:
         if self.phase == "record":
             return True  # input and output are the same folder: never delete it

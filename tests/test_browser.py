@@ -201,7 +201,12 @@ def run_all_cells(page) -> float:
         texts = prompts.all_inner_texts()
         done = sum(1 for t in texts if t.strip().startswith("[") and t.strip()[1:-2].strip().isdigit())
         busy = page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').count() == 0
-        if done == n_code and not busy and not any("*" in t for t in texts):
+        if not busy and not any("*" in t for t in texts):
+            if done < n_code:  # JupyterLab stops at the first error: say which one
+                name = page.url.split("/")[-1].split("?")[0]
+                screenshot(page, f"FAILED-stopped-{name}")
+                pytest.fail(f"Run All Cells stopped after {done} of {n_code} code cells of {name}:\n"
+                            + "\n---\n".join(e[-2000:] for e in error_outputs(page)))
             return time.monotonic() - began
         if time.monotonic() > deadline:
             screenshot(page, f"FAILED-timeout-{page.url.split('/')[-1].split('?')[0]}")

@@ -18,7 +18,7 @@ from html import unescape
 import nbformat
 import pytest
 
-from grader.build import SOLUTION_MARKER, build
+from grader.build import SOLUTION_MARKER, build, script_to_notebook
 from tests.conftest import ROOT, subprocess_env
 
 pytestmark = pytest.mark.slow
@@ -82,7 +82,7 @@ TRICK_ANSWERS = {
 
 
 def solution_sources():
-    source = nbformat.read(ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    source = script_to_notebook(ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.py")  # the .ipynb is git-ignored
     return {c.id: SOLUTION_MARKER.sub("", c.source) for c in source.cells if c.id in EXERCISES}
 
 
