@@ -183,12 +183,12 @@ def nbgrader_app(root: Path, app_class, argv: list[str]) -> str | None:
 def _execute_task(args):
     from grader.execute import execute_submission
 
-    root, work, assignment, student, notebook, cell_seconds = args
+    root, work, assignment, student, notebook, options = args
     root, work = Path(root), Path(work)
     started = time.monotonic()
+    options = {**options, "uid": SANDBOX_UID_BASE + (_slot or 0)}  # one uid per parallel slot
     result = execute_submission(str(root / "autograded" / student / assignment / f"{notebook}.ipynb"),
-                                str(root / "source" / assignment / f"{notebook}.ipynb"),
-                                sandbox_options(root, work, _slot or 0, cell_seconds))
+                                str(root / "source" / assignment / f"{notebook}.ipynb"), options)
     out = work / "results" / student / f"{notebook}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result))
@@ -253,7 +253,8 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     timings["sanitise"] = time.monotonic() - phase_started
     started, seconds, isolation = time.monotonic(), {}, None
     with pool:
-        futures = [pool.submit(_execute_task, (str(root), str(work), assignment, s, nb, cell_seconds)) for s, nb in ready]
+        options = sandbox_options(root, work, 0, cell_seconds)
+        futures = [pool.submit(_execute_task, (str(root), str(work), assignment, s, nb, options)) for s, nb in ready]
         for done, future in enumerate(as_completed(futures), 1):
             student, notebook, duration, notes, isolation = future.result()
             seconds[(student, notebook)] = duration
