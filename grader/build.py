@@ -115,16 +115,6 @@ def tool_environment() -> dict:
     return env
 
 
-def run_nbgrader(root: Path, *args: str) -> subprocess.CompletedProcess:
-    """Run ``nbgrader ARGS`` in the course root with this interpreter's tools on PATH.
-
-    nbgrader calls the ``alembic`` and ``jupyter`` executables by name; they live beside
-    ``sys.executable`` in the virtual environment, which may not be on PATH.
-    """
-    command = [sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"]
-    return subprocess.run(command, cwd=root, capture_output=True, text=True, env=tool_environment())
-
-
 def generate_releases(root: Path, assignments: list[str]) -> None:
     """``nbgrader generate_assignment`` for each assignment, in one process (nbgrader's import is slow).
 
