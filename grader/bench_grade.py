@@ -68,12 +68,13 @@ def scores(csv_path: Path) -> dict[tuple[str, str], float]:
         return {(r["assignment"], r["student_id"]): float(r["raw_score"]) for r in csv.DictReader(f)}
 
 
-def run(command, cwd) -> float:
+def run(command, cwd) -> tuple[float, str]:
+    """Seconds the command took, and its standard output."""
     started = time.monotonic()
     result = subprocess.run(command, cwd=cwd, env=tool_environment(), capture_output=True, text=True)
     if result.returncode != 0:
         print(result.stdout[-2000:] + result.stderr[-4000:], file=sys.stderr)
-    return time.monotonic() - started
+    return time.monotonic() - started, result.stdout
 
 
 def main(argv=None) -> int:
@@ -96,12 +97,20 @@ def main(argv=None) -> int:
         shutil.copytree(base, plain)
         shutil.copytree(base, ours)
         total = len(roster) * len(assignments)
-        print(f"{len(roster)} learners x {len(assignments)} notebooks = {total} submissions")
-        plain_seconds = sum(run([sys.executable, "-m", "nbgrader", "autograde", a, "--force"], plain) for a in assignments)
-        run([sys.executable, "-m", "nbgrader", "export", "--to=grades.csv"], plain)
+        print(f"{len(roster)} learners x {len(assignments)} notebooks = {total} submissions", flush=True)
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
-        our_seconds = sum(run([sys.executable, "-m", "grader", "grade", a, "--root", str(ours), "--csv",
-                               str(ours / f"grades-{a}.csv"), *jobs], ours) for a in assignments)
+        # Alternate the two graders assignment by assignment, so that a change in the machine's
+        # load during the run falls on both of them.
+        plain_seconds = our_seconds = 0.0
+        for a in assignments:
+            plain_a, _ = run([sys.executable, "-m", "nbgrader", "autograde", a, "--force"], plain)
+            ours_a, report = run([sys.executable, "-m", "grader", "grade", a, "--root", str(ours), "--csv",
+                                  str(ours / f"grades-{a}.csv"), *jobs], ours)
+            isolation = next((line for line in report.splitlines() if line.startswith("isolation:")), "no report")
+            print(f"  {a:<14} plain {plain_a:7.1f} s   grader grade {ours_a:7.1f} s   {plain_a / ours_a:5.2f}x\n"
+                  f"                 {isolation}", flush=True)
+            plain_seconds, our_seconds = plain_seconds + plain_a, our_seconds + ours_a
+        run([sys.executable, "-m", "nbgrader", "export", "--to=grades.csv"], plain)
         plain_scores = scores(plain / "grades.csv")
         our_scores = {}
         for a in assignments:

@@ -7,8 +7,10 @@
             broken submission cannot stop the others).
 3. execute  In parallel (--jobs), each notebook runs in its own sandbox; test cells run in
             the trusted grader with the learner's functions as proxies (grader.execute).
-4. record   nbgrader saves the scores in the gradebook; feedback (hidden tests removed)
-            and a CSV follow.
+4. record   nbgrader saves the scores in the gradebook (this process is its only writer);
+            a worker writes the learner's feedback (hidden tests removed); a CSV follows.
+
+Steps 2-4 are pipelined per learner, so the serial nbgrader steps overlap the execution.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import os
 import shutil
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import warnings
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 import nbformat
@@ -131,10 +134,10 @@ def repair_metadata(path: Path, expected_ids: list[str]) -> list[str]:
     return messages
 
 
-def sandbox_options(root: Path, work: Path, slot: int, cell_seconds: float = 120.0) -> dict:
+def sandbox_options(root: Path, work: Path, slot: int, cell_seconds: float = 120.0, config=None) -> dict:
     extra_roots = [Path(__file__).resolve().parent.parent]  # the grader's own checkout, if it is a course
     extra_roots = [r for r in extra_roots if (r / "nbgrader_config.py").exists() and r != root]
-    config = load_config(root)
+    config = config if config is not None else load_config(root)
     exchange = [Path(config.Exchange.root)] if "Exchange" in config and "root" in config.Exchange else [
         Path("/srv/nbgrader/exchange")]
     return {"mode": os.environ.get("LNCOURSE_ISOLATION", "auto"), "hide": paths_to_hide([root, *extra_roots], exchange),
@@ -195,6 +198,28 @@ def _execute_task(args):
     return student, notebook, time.monotonic() - started, result["notes"], result.get("isolation")
 
 
+_worker_config = None
+
+
+def _feedback_task(args):
+    """nbgrader's GenerateFeedback for one learner, in a (trusted) worker: HTML export is the slow part."""
+    global _worker_config
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.coursedir import CourseDirectory
+
+    root, assignment, student = args
+    _worker_config = _worker_config or load_config(Path(root))
+    coursedir = CourseDirectory(config=_worker_config)
+    coursedir.root, coursedir.assignment_id, coursedir.student_id = root, assignment, student
+    converter = GenerateFeedback(coursedir=coursedir, config=_worker_config)
+    converter.force = True
+    try:
+        converter.start()
+    except Exception as error:  # noqa: BLE001 - nbgrader exits or raises on a broken notebook
+        return student, f"no feedback could be generated ({type(error).__name__}: {str(error)[:200]})"
+    return student, None
+
+
 def progress(done: int, total: int, started: float) -> None:
     elapsed = time.monotonic() - started
     eta = elapsed / done * (total - done) if done else 0
@@ -204,7 +229,15 @@ def progress(done: int, total: int, started: float) -> None:
 
 def grade(assignment: str, root: Path | None = None, csv_path: Path | None = None, jobs: int | None = None,
           cell_seconds: float = 120.0) -> int:
-    """Grade every submission of ``assignment``; returns an exit code (0 even if submissions fail)."""
+    """Grade every submission of ``assignment``; returns an exit code (0 even if submissions fail).
+
+    The steps are pipelined: while the parent sanitises the next learner and records the
+    finished ones (nbgrader's gradebook has one writer: this process), the workers execute
+    notebooks and write feedback, so neither core waits for the serial steps.
+    """
+    started = time.monotonic()
+    # nbgrader's own add_submission trips this SQLAlchemy warning on every new learner; it is noise.
+    warnings.filterwarnings("ignore", message="Object of type <Submitted")
     root = Path(root or course_root()).resolve()
     os.environ["PATH"] = tool_environment()["PATH"]  # nbgrader's gradebook runs `alembic` by name
     csv_path = Path(csv_path or root / "build" / "grades.csv")
@@ -221,7 +254,7 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     shutil.rmtree(work, ignore_errors=True)
     (work / "sandboxes").mkdir(parents=True)
     os.chmod(work / "sandboxes", 0o711)  # sandbox uids reach their own folder, list nothing
-    # Start the workers (and their zygotes) now, so their imports overlap the serial sanitising.
+    # Start the workers (and their zygotes) now, so their imports overlap the first sanitising.
     import multiprocessing
 
     counter = multiprocessing.Value("i", 0)
@@ -231,60 +264,84 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     config = load_config(root)
     from grader.nbgrader_steps import run_phase
 
-    phase_started = time.monotonic()
-    timings = {}
-    messages: dict[str, list[str]] = {}
+    notebooks = assignment_notebooks(root, assignment)
     submitted_dir = os.path.relpath(work / "submitted", root)
-    ready = []
-    for student in students:
+    options = sandbox_options(root, work, 0, cell_seconds, config)
+    timings = {"sanitise": 0.0, "record": 0.0}
+    messages: dict[str, list[str]] = {}
+    left: dict[str, int] = {}  # notebooks still executing, per learner
+    executing, feedback = {}, []
+    seconds, isolation = {}, None
+
+    def sanitise(student: str) -> None:
+        phase_started = time.monotonic()
         messages[student] = mirror_submission(root, work, assignment, student)
         try:
             run_phase(config, root, assignment, student, "sanitize", submitted_dir)
         except Exception as error:  # noqa: BLE001 - bad nbgrader metadata, duplicated cells...
             messages[student].append(f"nbgrader could not read the submission ({type(error).__name__}: "
                                      f"{str(error)[:300]}); it was graded as blank.")
-            for notebook in assignment_notebooks(root, assignment):
+            for notebook in notebooks:
                 shutil.copyfile(root / "release" / assignment / f"{notebook}.ipynb",
                                 work / "submitted" / student / assignment / f"{notebook}.ipynb")
             run_phase(config, root, assignment, student, "sanitize", submitted_dir)
-        ready += [(student, nb) for nb in assignment_notebooks(root, assignment)
-                  if (root / "autograded" / student / assignment / f"{nb}.ipynb").exists()]
+        timings["sanitise"] += time.monotonic() - phase_started
+        ready = [nb for nb in notebooks if (root / "autograded" / student / assignment / f"{nb}.ipynb").exists()]
+        left[student] = len(ready)
+        for notebook in ready:
+            task = (str(root), str(work), assignment, student, notebook, options)
+            executing[pool.submit(_execute_task, task)] = student
+        if not ready:
+            record(student)
 
-    timings["sanitise"] = time.monotonic() - phase_started
-    started, seconds, isolation = time.monotonic(), {}, None
-    with pool:
-        options = sandbox_options(root, work, 0, cell_seconds)
-        futures = [pool.submit(_execute_task, (str(root), str(work), assignment, s, nb, options)) for s, nb in ready]
-        for done, future in enumerate(as_completed(futures), 1):
-            student, notebook, duration, notes, isolation = future.result()
-            seconds[(student, notebook)] = duration
-            messages[student] += [f"{notebook}: {note}" for note in notes]
-            progress(done, len(futures), started)
-    print(file=sys.stderr)
-    timings["execute"] = time.monotonic() - started
-    phase_started = time.monotonic()
-    for student in students:
+    def record(student: str) -> None:
+        phase_started = time.monotonic()
         try:
             run_phase(config, root, assignment, student, "record", submitted_dir, str(work / "results"))
         except Exception as error:  # noqa: BLE001
             messages[student].append(f"recording the grade failed: {type(error).__name__}: {str(error)[:300]}")
-    timings["record"] = time.monotonic() - phase_started
-    phase_started = time.monotonic()
-    from nbgrader.apps import ExportApp, GenerateFeedbackApp
+        timings["record"] += time.monotonic() - phase_started
+        feedback.append(pool.submit(_feedback_task, (str(root), assignment, student)))
 
-    problem = nbgrader_app(root, GenerateFeedbackApp, [assignment, "--force"])
-    if problem:
-        print(problem, file=sys.stderr)
+    def collect(future) -> None:
+        nonlocal isolation
+        student = executing.pop(future)
+        _, notebook, duration, notes, isolation = future.result()
+        seconds[(student, notebook)] = duration
+        messages[student] += [f"{notebook}: {note}" for note in notes]
+        progress(len(seconds), len(students) * len(notebooks), started)
+        left[student] -= 1
+        if left[student] == 0:
+            record(student)
+
+    with pool:
+        for student in students:
+            sanitise(student)
+            for future in [f for f in executing if f.done()]:
+                collect(future)
+        while executing:
+            done, _ = wait(list(executing), return_when=FIRST_COMPLETED)
+            for future in done:
+                collect(future)
+        print(file=sys.stderr)
+        timings["execute (wall)"] = time.monotonic() - started
+        for future in feedback:
+            student, problem = future.result()
+            if problem:
+                messages[student].append(problem)
+    timings["until feedback"] = time.monotonic() - started
+    from nbgrader.apps import ExportApp
+
     problem = nbgrader_app(root, ExportApp, [f"--to={csv_path}"])
     if problem:
         print(problem, file=sys.stderr)
         return 1
-    timings["feedback+export"] = time.monotonic() - phase_started
+    timings["total"] = time.monotonic() - started
     (work / "messages.json").write_text(json.dumps(messages, indent=1))
     mode = (isolation or {}).get("mode", "unknown")
     per_notebook = sorted(seconds.values())
     median = per_notebook[len(per_notebook) // 2] if per_notebook else 0.0
-    print(f"isolation: {mode}; {len(ready)} notebooks with {jobs} jobs; median {median:.1f}s per notebook; phases: "
+    print(f"isolation: {mode}; {len(seconds)} notebooks with {jobs} jobs; median {median:.1f}s per notebook; "
           + ", ".join(f"{name} {value:.1f}s" for name, value in timings.items()))
     print_scores(csv_path, assignment, messages)
     return 0
