@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from grader import oracles
 from grader.compare import assert_close, call_learner, fail, passed, strict_array
 from grader.numerics import random_input, relative_error
 
@@ -27,32 +28,6 @@ RTOL = {np.dtype(np.float64): 1e-9,   # float64 formulas agree to ~1e-14; 1e-9 l
 MATCH = {np.dtype(np.float64): 1e-11,  # how closely an implied quantity must match a candidate to name it
          np.dtype(np.float32): 1e-4}
 FD_RTOL = 1e-6                        # central differences of a float64 forward: good to ~1e-9 relative
-
-
-# ---------------------------------------------------------------------------- oracles
-def _tensor(array):
-    import torch
-
-    return torch.tensor(np.asarray(array, dtype=np.float64), dtype=torch.float64)
-
-
-def _oracle_forward(x, gamma, eps):
-    """torch's RMSNorm in float64. x: (..., d), gamma: (d,) or None."""
-    import torch
-
-    weight = None if gamma is None else _tensor(gamma)
-    with torch.no_grad():
-        return torch.nn.functional.rms_norm(_tensor(x), (x.shape[-1],), weight, eps).numpy()
-
-
-def _oracle_grads(dy, x, gamma, eps):
-    """Autograd (dx, dgamma) of sum(dy * rms_norm(x, gamma)) in float64."""
-    import torch
-
-    xt, wt = _tensor(x).requires_grad_(True), _tensor(gamma).requires_grad_(True)
-    y = torch.nn.functional.rms_norm(xt, (x.shape[-1],), wt, eps)
-    dx, dgamma = torch.autograd.grad(y, (xt, wt), grad_outputs=_tensor(dy))
-    return dx.numpy(), dgamma.numpy()
 
 
 def _mean_square(x):
@@ -226,7 +201,7 @@ def _rms_norm_case(rms_norm, x, gamma, eps, dtype, label):
     x64, gamma64 = x_in.astype(np.float64), gamma_in.astype(np.float64)
     what = f"rms_norm(x, gamma, eps={eps}) for {label}"
     y = _strict(_call(rms_norm, x_in, gamma_in, eps=eps, what=what), what, x.shape, dtype)
-    expected = _oracle_forward(x64, gamma64, eps)
+    expected = oracles.rms_norm(x64, eps, gamma64)
     if relative_error(y, expected) > RTOL[dtype]:
         cause = _forward_cause(y, x64, gamma64, eps, expected, dtype)
         assert_close(y, expected, what, "torch.nn.functional.rms_norm, float64", RTOL[dtype], cause)
@@ -316,7 +291,7 @@ def _projection_cause(dx, dy, x, gamma, eps, tol):
     d = x.shape[-1]
     ms = _mean_square(x)
     r = np.sqrt(ms + eps)
-    x_hat = _oracle_forward(x, None, eps)
+    x_hat = oracles.rms_norm(x, eps)
     g = gamma * dy
     gx = np.sum(g * x_hat, axis=-1, keepdims=True)
     q = ms / (ms + eps)
@@ -350,7 +325,7 @@ def _backward_causes(dx, dgamma, dy, x, gamma, eps, reference, dtype, rms_norm_b
     tol = MATCH[np.dtype(dtype)]
     rtol = RTOL[np.dtype(dtype)]
     lead = tuple(range(x.ndim - 1))
-    x_hat = _oracle_forward(x, None, eps)
+    x_hat = oracles.rms_norm(x, eps)
     dgamma_wrong = relative_error(dgamma, ref_dgamma) > rtol
     if dgamma_wrong:
         tokens = int(np.prod(x.shape[:-1]))
@@ -360,17 +335,17 @@ def _backward_causes(dx, dgamma, dy, x, gamma, eps, reference, dtype, rms_norm_b
             return "dgamma", "dgamma was multiplied by gamma: it is sum(dy * x_hat); gamma does not appear in it."
         if tokens > 1 and relative_error(dgamma, ref_dgamma / tokens) < tol:
             return "dgamma", "dgamma is a mean over the tokens; it is a sum: every token's contribution adds up."
-        if eps > 0 and relative_error(dgamma, _oracle_grads(dy, x, gamma, 0.0)[1]) < tol:
+        if eps > 0 and relative_error(dgamma, oracles.rms_norm_grads(dy, x, gamma, 0.0)[1]) < tol:
             return "dgamma", (f"dgamma is the eps = 0 one: eps is ignored in x_hat, but eps = {eps} was passed. "
                               "x_hat = x / sqrt(mean(x**2) + eps), exactly as in the forward pass.")
     if relative_error(dx, ref_dx) > rtol:
         ones = np.ones_like(gamma)
         if not np.allclose(gamma, 1.0):
-            if relative_error(dx, _oracle_grads(dy, x, ones, eps)[0]) < tol:
+            if relative_error(dx, oracles.rms_norm_grads(dy, x, ones, eps)[0]) < tol:
                 return "dx", "dx ignores gamma: the gradient reaching x_hat is g = gamma * dy, not dy."
-            if relative_error(dx, _oracle_grads(dy * gamma, x, gamma, eps)[0]) < tol:
+            if relative_error(dx, oracles.rms_norm_grads(dy * gamma, x, gamma, eps)[0]) < tol:
                 return "dx", "gamma was applied twice in dx: g = gamma * dy, with gamma once."
-            if np.all(gamma != 0) and relative_error(dx, _oracle_grads(dy / gamma, x, gamma, eps)[0]) < tol:
+            if np.all(gamma != 0) and relative_error(dx, oracles.rms_norm_grads(dy / gamma, x, gamma, eps)[0]) < tol:
                 return "dx", "dx divides by gamma; the gradient reaching x_hat is g = gamma * dy."
         d = x.shape[-1]
         size = float(np.max(np.abs(dx))) or 1.0
@@ -454,7 +429,7 @@ def check_rms_norm_backward(rms_norm_backward, rms_norm=None, shape=(2, 3, 5), e
                  "tuple(range(x.ndim - 1))).")
     dx = _strict(dx, what + ": dx", shape, dtype)
     dgamma = _strict(dgamma, what + ": dgamma", (d,), dtype)
-    reference = _oracle_grads(dy64, x64, gamma64, eps)
+    reference = oracles.rms_norm_grads(dy64, x64, gamma64, eps)
     name, cause = _backward_causes(dx, dgamma, dy64, x64, gamma64, eps, reference, dtype, rms_norm_backward)
     if name is not None:
         actual = {"dx": dx, "dgamma": dgamma}[name]
