@@ -3,6 +3,7 @@ import pytest
 
 from grader.checks import geometry as checks
 from grader.compare import CheckFailed
+from tests.implementations import define_in_sandbox
 from tests.implementations import geometry as impl
 
 
@@ -66,23 +67,13 @@ def test_stubs_raise_not_implemented():
         checks.check_invariance_gap(gap_stub)
 
 
-def _sandboxed(sandbox, function, name):
-    """Define ``function`` under ``name`` in the learner's sandbox and return its proxy."""
-    import inspect
-    import textwrap
-
-    source = textwrap.dedent(inspect.getsource(function)).replace(f"def {function.__name__}(", f"def {name}(", 1)
-    sandbox.run_cell("import numpy as np\n" + source)
-    return sandbox.lookup(name)
-
-
 @pytest.mark.parametrize("name", ["x changed in place", "signed maximum", "shift not added", "first token only"])
 def test_gap_diagnoses_survive_isolated_grading(name):
     """Under `grader grade` the learner's function runs in a sandbox and calls `norm` back."""
     sandbox_module = pytest.importorskip("grader.sandbox.client")
     function, diagnosis, kwargs = impl.WRONG_GAPS[name]
     with sandbox_module.Sandbox(mode="auto") as sandbox:
-        checks.check_invariance_gap(_sandboxed(sandbox, impl.gap_per_token, "invariance_gap"))
+        checks.check_invariance_gap(define_in_sandbox(sandbox, impl.gap_per_token, "invariance_gap"))
         with pytest.raises(CheckFailed) as failure:
-            checks.check_invariance_gap(_sandboxed(sandbox, function, "invariance_gap"), **kwargs)
+            checks.check_invariance_gap(define_in_sandbox(sandbox, function, "invariance_gap"), **kwargs)
     assert diagnosis in str(failure.value), str(failure.value)

@@ -8,7 +8,9 @@ are rounded to float64 once. No float formula of the exercise is used as a refer
 One pass is checked with a stream: an object that supports only ``for xi in x``, ``len(x)``
 and ``x[i]``/``x[a:b]``, counts how many elements are read, refuses whole-array operations
 (``np.asarray``, ``x.mean()``, ``x - m``), and is watched by ``tracemalloc`` so that copying
-the elements into a list first shows up as memory that grows with the data.
+the elements into a list first shows up as memory that grows with the data. Under
+``grader grade`` the stream stays in the grader and the sandboxed function reads it through
+a proxy (``grader.sandbox.stream``), with memory measured inside the sandbox: the same check.
 
 Diagnoses come from properties of the answer: ratios to the exact variance (n/(n-1), n,
 square root), invariance to shifting the data (a correct variance does not care about the
@@ -18,13 +20,14 @@ parallel formula (within-chunk M2 and between-chunk term).
 """
 from __future__ import annotations
 
-import tracemalloc
+import itertools
 import warnings
 from fractions import Fraction
 
 import numpy as np
 
-from grader.compare import CheckFailed, call_learner, fail, passed, preview
+from grader.compare import CheckFailed, call_learner, call_measuring_memory, fail, passed, preview
+from grader.sandbox.protocol import StreamSource
 
 U = 2.0**-53                            # unit roundoff of float64
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
@@ -73,15 +76,6 @@ def _kind(value) -> str:
         return str(value.type_name)
     module, name = type(value).__module__, type(value).__name__
     return name if module == "builtins" else f"{module}.{name}"
-
-
-def _sandboxed(function) -> bool:
-    """True if ``function`` is a proxy for learner code running in a grading sandbox."""
-    try:
-        from grader.sandbox.client import LearnerFunction
-    except ImportError:
-        return False
-    return isinstance(function, LearnerFunction)
 
 
 def _strict_float(value, what: str) -> float:
@@ -286,6 +280,16 @@ def check_welford_mean_var(welford_mean_var, x=None, n=1000, offset=1e8, scale=1
 
 
 # ----------------------------------------------------------------------------- one pass
+class _Shown:
+    """An index the learner used in the sandbox, shown by its repr in the diagnosis."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 class _StreamViolation(CheckFailed):
     """Raised inside the learner's code the moment it does something a one-pass algorithm cannot."""
 
@@ -294,12 +298,14 @@ _STREAM_RULES = ("welford_mean_var was given a stream: an object that supports o
                  "`x[i]` and `x[a:b]`, like data arriving from a sensor or a file too large for memory. ")
 
 
-class CountingStream:
+class CountingStream(StreamSource):
     """A read-once 1-D sequence: counts element reads, refuses whole-array operations.
 
     Slices share the read counter with the stream they come from, so ``x[0]`` followed by
     ``for xi in x[1:]`` reads each element once. One extra read is tolerated (a peek at
     ``x[0]`` to initialise the mean); reading more than n + 1 elements means a second pass.
+    Under ``grader grade`` the learner's code, in its sandbox, gets a proxy whose every read
+    is served by ``stream_request`` here, so the count stays on the grader's side.
     """
 
     __array_ufunc__ = None  # numpy hands binary operators back to us, where they fail with a diagnosis
@@ -308,6 +314,27 @@ class CountingStream:
         self._values = values
         self._state = state if state is not None else {"reads": 0, "limit": values.size + 1, "violation": None}
         self._indices = indices if indices is not None else range(values.size)
+        self._passes = []  # iterators opened by a sandboxed proxy, by number
+
+    def stream_request(self, op: str, *args):
+        """One operation of the sandbox's proxy (``grader.sandbox.stream``); args come from learner code."""
+        if op == "iter":
+            self._passes.append(iter(self))
+            return len(self._passes) - 1
+        if op == "next" and len(args) == 2 and all(type(a) is int for a in args) and 0 <= args[0] < len(self._passes):
+            chunk = list(itertools.islice(self._passes[args[0]], max(1, min(args[1], 4096))))
+            return np.array(chunk, dtype=self._values.dtype)
+        if op == "item" and len(args) == 1 and type(args[0]) is int:
+            return self[args[0]]
+        if op == "slice" and len(args) == 3 and all(a is None or type(a) is int for a in args):
+            return self[slice(*args)]
+        if op == "index":
+            return self[_Shown(str(args[0]) if args else "?")]
+        if op == "array":
+            return self.__array__()
+        if op == "attribute" and args and type(args[0]) is str and not args[0].startswith("_"):
+            return self.__getattr__(args[0])
+        self._arithmetic()
 
     # what a stream offers
     def _read(self, index: int):
@@ -401,25 +428,22 @@ def check_welford_one_pass(welford_mean_var, n=20000, offset=1e8, seed=0, dtype=
         values = (int(offset) + rng.integers(-50, 51, size=n)).astype(dtype)
     else:
         values = (offset + rng.standard_normal(n)).astype(dtype)
-    if _sandboxed(welford_mean_var):
-        _check_constant_memory(welford_mean_var, values, offset)
-        return
     stream = CountingStream(values)
     what = f"welford_mean_var(stream of {n} values near {offset:.0e}, dtype {np.dtype(dtype)})"
-    if memory:
-        tracemalloc.start()
     try:
-        result = _quiet_call(welford_mean_var, stream, what=what)
-        peak = tracemalloc.get_traced_memory()[1] if memory else 0
-    finally:
-        if memory:
-            tracemalloc.stop()
-    if stream._state["violation"] is not None:  # the learner's code caught our exception and went on
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            result, peak = call_measuring_memory(welford_mean_var, stream) if memory else (welford_mean_var(stream), 0)
+    except Exception:
+        if stream._state["violation"] is None:
+            raise
+    # checked after the call too: the learner's code may have caught our exception and gone on
+    if stream._state["violation"] is not None:
         fail(_STREAM_RULES + "\n" + stream._state["violation"])
     reads = stream._state["reads"]
     if reads < n:
         fail(f"{what} read only {reads} of the {n} elements: every element must enter the mean and the variance.")
-    if memory and peak > MEMORY_BUDGET:
+    if memory and peak is not None and peak > MEMORY_BUDGET:
         fail(f"{what} used {peak / 1024:.0f} KiB of memory at its peak; a one-pass algorithm keeps three numbers "
              f"(count, mean, M2), well under {MEMORY_BUDGET // 1024} KiB whatever n is.\nLikely cause: you kept the "
              "elements (list(x), a list you append to, np.fromiter) to go over them again later. Update the mean "
@@ -430,37 +454,8 @@ def check_welford_one_pass(welford_mean_var, n=20000, offset=1e8, seed=0, dtype=
     if abs(m - mean_exact) > tol_mean or abs(v - var_exact) > tol_var:
         fail(f"{what} read each element once but returned ({m!r}, {v!r}); the exact answer is "
              f"({mean_exact!r}, {var_exact!r}). Run check_welford_mean_var for a diagnosis.")
-    extra = f", peak memory {peak / 1024:.1f} KiB" if memory else ""
+    extra = f", peak memory {peak / 1024:.1f} KiB" if memory and peak is not None else ""
     passed(f"welford_mean_var made one pass over a stream of {n} values ({reads} reads{extra})")
-
-
-def _check_constant_memory(welford_mean_var, values: np.ndarray, offset: float) -> None:
-    """The part of the one-pass check that works through a grading sandbox.
-
-    A stream is an object, and only plain data crosses into the sandbox, so there the
-    function gets an ordinary array: its answer and its peak memory (measured inside the
-    sandbox) are checked, which still catches copies such as x.astype(float), list(x) or
-    x - mean. Reading the array twice is only seen by the stream, in the learner's notebook.
-    """
-    from grader.compare import call_measuring_memory
-
-    n = values.size
-    what = f"welford_mean_var(x) for {n} values near {offset:.0e}, dtype {values.dtype}"
-    result, peak = call_measuring_memory(welford_mean_var, values.copy())
-    if peak is not None and peak > MEMORY_BUDGET:
-        fail(f"{what} used {peak / 1024:.0f} KiB of memory at its peak; a one-pass algorithm keeps three numbers "
-             f"(count, mean, M2), well under {MEMORY_BUDGET // 1024} KiB whatever n is.\nLikely cause: a copy of the "
-             "data (x.astype, np.array(x), list(x), x.tolist()) or a whole-array expression (x - mean, x ** 2). "
-             "Update the mean and M2 as each element arrives: `for xi in x:`.")
-    m, v = _strict_pair(result, what)
-    mean_exact, var_exact = exact_mean_var(values)
-    tol_mean, tol_var = _tolerances(values, n, var_exact)
-    if abs(m - mean_exact) > tol_mean or abs(v - var_exact) > tol_var:
-        fail(f"{what} returned ({m!r}, {v!r}); the exact answer is ({mean_exact!r}, {var_exact!r}). "
-             "Run check_welford_mean_var for a diagnosis.")
-    peak_text = f"peak memory {peak / 1024:.1f} KiB" if peak is not None else "memory not measured"
-    passed(f"welford_mean_var kept constant memory over {n} values ({peak_text}); the read-once stream test runs "
-           "when the check calls your function directly, as in your notebook")
 
 
 # ----------------------------------------------------------------------------- welford_combine

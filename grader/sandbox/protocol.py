@@ -4,7 +4,9 @@ One JSON object per line. Values travel as tagged plain data: numbers, strings, 
 lists, string-keyed dicts and numpy arrays (raw bytes, base64, from a short list of dtypes).
 Nothing is ever pickled, and a decoded value is always a fresh builtin or a plain
 ``np.ndarray``: an object from the other side cannot run code, override ``__eq__`` or
-``__array_ufunc__``, or subclass anything. Callables cross as numbered handles.
+``__array_ufunc__``, or subclass anything. Callables cross as numbered handles, and a
+trusted ``StreamSource`` (a check's read-once stream) crosses as a stream whose every read
+is served, and counted, by the grader (``grader.sandbox.stream``).
 """
 from __future__ import annotations
 
@@ -48,6 +50,25 @@ class Handle:
         self.number, self.name = number, name
 
 
+class StreamSource:
+    """Base of trusted objects that a sandbox sees as a read-only 1-D stream.
+
+    Only the grader's side encodes these (learner values never do), so the object stays
+    with the grader; the sandbox gets a proxy whose every operation comes back here as
+    ``stream_request(op, *args)``.
+    """
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def dtype(self) -> np.dtype:
+        raise NotImplementedError
+
+    def stream_request(self, op: str, *args):
+        raise NotImplementedError
+
+
 def _float(value: float):
     return value if math.isfinite(value) else repr(value)
 
@@ -75,13 +96,20 @@ def encode(value, register_callable=None, depth: int = 0):
         kind = "ndarray" if type(value) is np.ndarray else ("ndarray_subclass" if isinstance(value, np.ndarray) else "scalar")
         return {"t": kind, "type": type(value).__module__ + "." + type(value).__qualname__, "dtype": array.dtype.str,
                 "shape": list(array.shape), "b64": base64.b64encode(array.tobytes()).decode("ascii")}
+    if isinstance(value, StreamSource) and register_callable is not None:
+        return {"t": "stream", "id": register_callable(value.stream_request), "len": len(value),
+                "dtype": np.dtype(value.dtype).str}
     if callable(value) and register_callable is not None:
         return {"t": "callable", "id": register_callable(value), "name": getattr(value, "__name__", "function")}
     return {"t": "unsupported", "type": type(value).__module__ + "." + type(value).__qualname__}
 
 
-def decode(data, make_handle=None, depth: int = 0):
-    """The value ``encode`` described, rebuilt from scratch; raises ProtocolError if malformed."""
+def decode(data, make_handle=None, depth: int = 0, make_stream=None):
+    """The value ``encode`` described, rebuilt from scratch; raises ProtocolError if malformed.
+
+    ``make_stream(handle, length, dtype)`` builds the proxy for a stream; without it (the
+    grader's side) a stream is malformed.
+    """
     if depth > MAX_DEPTH or type(data) is not dict or "t" not in data:
         raise ProtocolError("malformed value")
     tag = data["t"]
@@ -100,10 +128,10 @@ def decode(data, make_handle=None, depth: int = 0):
         if tag == "str":
             return str(data["v"])
         if tag in ("tuple", "list"):
-            items = [decode(v, make_handle, depth + 1) for v in data["v"]]
+            items = [decode(v, make_handle, depth + 1, make_stream) for v in data["v"]]
             return tuple(items) if tag == "tuple" else items
         if tag == "dict":
-            return {str(k): decode(v, make_handle, depth + 1) for k, v in data["v"]}
+            return {str(k): decode(v, make_handle, depth + 1, make_stream) for k, v in data["v"]}
         if tag in ("ndarray", "ndarray_subclass", "scalar"):
             dtype = ALLOWED_DTYPES.get(str(data["dtype"]))
             if dtype is None:
@@ -120,6 +148,13 @@ def decode(data, make_handle=None, depth: int = 0):
             if make_handle is None:
                 raise ProtocolError("unexpected callable")
             return make_handle(int(data["id"]), str(data.get("name", "function"))[:100])
+        if tag == "stream":
+            if make_handle is None or make_stream is None:
+                raise ProtocolError("unexpected stream")
+            dtype = ALLOWED_DTYPES.get(str(data["dtype"]))
+            if dtype is None:
+                raise ProtocolError(f"dtype {data['dtype']!r} not allowed")
+            return make_stream(make_handle(int(data["id"]), "stream"), int(data["len"]), dtype)
         if tag == "unsupported":
             return Unsupported(str(data.get("type", "unknown"))[:200])
     except ProtocolError:

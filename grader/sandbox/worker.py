@@ -15,7 +15,7 @@ import sys
 
 def _take_channel():
     """Keep the pipes to the grader on private descriptors; point fds 0-2 at /dev/null."""
-    channel_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    channel_in = os.fdopen(os.dup(0), "rb")  # buffered: readline on a raw pipe reads one byte per call
     channel_out = os.fdopen(os.dup(1), "wb", buffering=0)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -74,7 +74,9 @@ class Worker:
         return self.protocol.encode(value)
 
     def decode(self, data):
-        return self.protocol.decode(data, make_handle=self.callback_stub)
+        from grader.sandbox.stream import StreamProxy
+
+        return self.protocol.decode(data, make_handle=self.callback_stub, make_stream=StreamProxy)
 
     def callback_stub(self, number: int, name: str):
         """A local function that asks the grader to run its callable number ``number``."""

@@ -15,7 +15,7 @@ import socket
 import sys
 
 WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell", "torch",
-                "grader.compare", "grader.numerics", "grader.oracles", "grader.sandbox.protocol",
+                "grader.compare", "grader.numerics", "grader.oracles", "grader.sandbox.protocol", "grader.sandbox.stream",
                 "grader.sandbox.isolation"]
 
 
