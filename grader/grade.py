@@ -271,7 +271,7 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     messages: dict[str, list[str]] = {}
     left: dict[str, int] = {}  # notebooks still executing, per learner
     executing, feedback = {}, []
-    seconds, isolation = {}, None
+    seconds, isolation, finished = {}, None, 0
 
     def sanitise(student: str) -> None:
         phase_started = time.monotonic()
@@ -304,12 +304,17 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
         feedback.append(pool.submit(_feedback_task, (str(root), assignment, student)))
 
     def collect(future) -> None:
-        nonlocal isolation
+        nonlocal isolation, finished
         student = executing.pop(future)
-        _, notebook, duration, notes, isolation = future.result()
-        seconds[(student, notebook)] = duration
-        messages[student] += [f"{notebook}: {note}" for note in notes]
-        progress(len(seconds), len(students) * len(notebooks), started)
+        finished += 1
+        try:
+            _, notebook, duration, notes, isolation = future.result()
+            seconds[(student, notebook)] = duration
+            messages[student] += [f"{notebook}: {note}" for note in notes]
+        except Exception as error:  # noqa: BLE001 - the grader's own failure: this notebook scores zero
+            messages[student].append(f"grading a notebook failed ({type(error).__name__}: {str(error)[:300]}); "
+                                     "it scores zero: tell the instructor")
+        progress(finished, len(students) * len(notebooks), started)
         left[student] -= 1
         if left[student] == 0:
             record(student)
@@ -324,12 +329,12 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
             for future in done:
                 collect(future)
         print(file=sys.stderr)
-        timings["execute (wall)"] = time.monotonic() - started
+        timings["all executed at"] = time.monotonic() - started
         for future in feedback:
             student, problem = future.result()
             if problem:
                 messages[student].append(problem)
-    timings["until feedback"] = time.monotonic() - started
+    timings["feedback done at"] = time.monotonic() - started
     from nbgrader.apps import ExportApp
 
     problem = nbgrader_app(root, ExportApp, [f"--to={csv_path}"])
