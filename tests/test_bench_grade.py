@@ -1,0 +1,53 @@
+"""`make bench-grade`: the class it builds, and one small run end to end (times printed, never asserted)."""
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from grader.bench_grade import HOSTILE_PREAMBLE, learner_notebook
+from tests.conftest import ROOT, subprocess_env
+
+ASSIGNMENT = "03_backward"
+
+
+@pytest.fixture(scope="module")
+def notebooks():
+    from grader.build import script_to_notebook
+
+    source = script_to_notebook(ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.py")
+    release = nbformat.read(ROOT / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
+    return source, release
+
+
+def answers(nb):
+    return [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+
+
+def test_each_kind_of_learner(notebooks):
+    source, release = notebooks
+    correct, partial, wrong, hostile = (learner_notebook(source, release, kind)
+                                        for kind in ("correct", "partial", "wrong", "hostile"))
+    assert not any("NotImplementedError" in a or "BEGIN SOLUTION" in a for a in answers(correct))
+    partial_answers = answers(partial)
+    assert "NotImplementedError" not in partial_answers[0]
+    assert all("NotImplementedError" in a for a in partial_answers[1:])
+    assert all("return None" in a and "NotImplementedError" not in a for a in answers(wrong))
+    first_code = next(c for c in hostile.cells if c.cell_type == "code")
+    assert first_code.source.endswith(HOSTILE_PREAMBLE) and answers(hostile) == answers(wrong)
+
+
+@pytest.mark.slow
+def test_small_benchmark_reports_times_ratio_and_scores():
+    # 06 is the quickest notebook to grade; one learner of each kind
+    result = subprocess.run([sys.executable, "-m", "grader", "bench-grade", "--learners", "4", "--assignments",
+                             "06_welford"], capture_output=True, text=True, env=subprocess_env(), timeout=900)
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert re.search(r"plain nbgrader autograde: +\d+\.\d s", out) and re.search(r"grader grade \(isolated\): +\d", out)
+    assert re.search(r"speed-up: \d+\.\d\dx", out)
+    assert "isolation: user" in out or "isolation: userns" in out or "isolation: basic" in out
+    assert "honest submissions with identical scores: 3/3" in out
+    plain, ours = map(int, re.search(r"hostile submissions: plain nbgrader (\d+), grader grade (\d+)", out).groups())
+    assert plain > 0 and ours == 0, out
