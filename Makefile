@@ -25,7 +25,7 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	bash tools/ensure-chromium
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=15
 
 build: $(STAMP)
 	$(PY) -m grader build
