@@ -134,14 +134,14 @@ def repair_metadata(path: Path, expected_ids: list[str]) -> list[str]:
     return messages
 
 
-def sandbox_options(root: Path, work: Path, slot: int, cell_seconds: float = 120.0, config=None) -> dict:
+def sandbox_options(root: Path, work: Path, config, cell_seconds: float = 120.0) -> dict:
+    """How each notebook's sandbox is confined; the uid is added per worker (``_execute_task``)."""
     extra_roots = [Path(__file__).resolve().parent.parent]  # the grader's own checkout, if it is a course
     extra_roots = [r for r in extra_roots if (r / "nbgrader_config.py").exists() and r != root]
-    config = config if config is not None else load_config(root)
     exchange = [Path(config.Exchange.root)] if "Exchange" in config and "root" in config.Exchange else [
         Path("/srv/nbgrader/exchange")]
     return {"mode": os.environ.get("LNCOURSE_ISOLATION", "auto"), "hide": paths_to_hide([root, *extra_roots], exchange),
-            "uid": SANDBOX_UID_BASE + slot, "scratch": str(work / "sandboxes"),
+            "scratch": str(work / "sandboxes"),
             "limits": {"cell_seconds": cell_seconds}}
 
 
@@ -202,19 +202,14 @@ _worker_config = None
 
 
 def _feedback_task(args):
-    """nbgrader's GenerateFeedback for one learner, in a (trusted) worker: HTML export is the slow part."""
+    """One learner's feedback, in a (trusted) worker: nbgrader's HTML export is the slow part."""
     global _worker_config
-    from nbgrader.converters import GenerateFeedback
-    from nbgrader.coursedir import CourseDirectory
+    from grader.nbgrader_steps import generate_feedback
 
     root, assignment, student = args
-    _worker_config = _worker_config or load_config(Path(root))
-    coursedir = CourseDirectory(config=_worker_config)
-    coursedir.root, coursedir.assignment_id, coursedir.student_id = root, assignment, student
-    converter = GenerateFeedback(coursedir=coursedir, config=_worker_config)
-    converter.force = True
+    _worker_config = _worker_config or load_config(Path(root))  # once per worker
     try:
-        converter.start()
+        generate_feedback(_worker_config, Path(root), assignment, student)
     except Exception as error:  # noqa: BLE001 - nbgrader exits or raises on a broken notebook
         return student, f"no feedback could be generated ({type(error).__name__}: {str(error)[:200]})"
     return student, None
@@ -266,7 +261,7 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
 
     notebooks = assignment_notebooks(root, assignment)
     submitted_dir = os.path.relpath(work / "submitted", root)
-    options = sandbox_options(root, work, 0, cell_seconds, config)
+    options = sandbox_options(root, work, config, cell_seconds)
     timings = {"sanitise": 0.0, "record": 0.0}
     messages: dict[str, list[str]] = {}
     left: dict[str, int] = {}  # notebooks still executing, per learner

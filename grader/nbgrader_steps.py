@@ -87,19 +87,32 @@ class IsolatedAutograde(Autograde):
         BaseConverter.convert_single_notebook(self, notebook_filename)
 
 
-def run_phase(config, root: Path, assignment: str, student: str, phase: str, submitted_dir: str,
-              results_dir: str = "") -> None:
-    """Run one phase for one student's submission; raises on nbgrader errors."""
+def course_directory(config, root: Path, assignment: str, student: str):
+    """nbgrader's CourseDirectory for one learner's submission of one assignment."""
     from nbgrader.coursedir import CourseDirectory
 
     coursedir = CourseDirectory(config=config)
-    coursedir.root = str(root)
+    coursedir.root, coursedir.assignment_id, coursedir.student_id = str(root), assignment, student
+    return coursedir
+
+
+def run_phase(config, root: Path, assignment: str, student: str, phase: str, submitted_dir: str,
+              results_dir: str = "") -> None:
+    """Run one phase for one student's submission; raises on nbgrader errors."""
+    coursedir = course_directory(config, root, assignment, student)
     coursedir.submitted_directory = submitted_dir
-    coursedir.assignment_id = assignment
-    coursedir.student_id = student
     converter = IsolatedAutograde(coursedir=coursedir, config=config)
     converter.phase = phase
     converter.results_dir = results_dir
     converter.force = True
     converter._sanitizing = phase == "sanitize"  # selects the input folder: submitted or autograded
+    converter.start()
+
+
+def generate_feedback(config, root: Path, assignment: str, student: str) -> None:
+    """nbgrader's GenerateFeedback (HTML, hidden tests removed) for one learner; raises on nbgrader errors."""
+    from nbgrader.converters import GenerateFeedback
+
+    converter = GenerateFeedback(coursedir=course_directory(config, root, assignment, student), config=config)
+    converter.force = True
     converter.start()

@@ -431,9 +431,10 @@ def check_welford_one_pass(welford_mean_var, n=20000, offset=1e8, seed=0, dtype=
     stream = CountingStream(values)
     what = f"welford_mean_var(stream of {n} values near {offset:.0e}, dtype {np.dtype(dtype)})"
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            result, peak = call_measuring_memory(welford_mean_var, stream) if memory else (welford_mean_var(stream), 0)
+        if memory:
+            result, peak = _quiet_call(call_measuring_memory, welford_mean_var, stream, what=what)
+        else:
+            result, peak = _quiet_call(welford_mean_var, stream, what=what), 0
     except Exception:
         if stream._state["violation"] is None:
             raise
