@@ -3,6 +3,8 @@
 #   make build   regenerate release/, notebooks/, solutions/ from source/*.py
 #   make grade ASSIGNMENT=03_backward            grade submitted/*/ASSIGNMENT
 #   make bench   widget latency                  make bench-grade   grading speed
+#   make clean   regenerable files only: never submitted/, autograded/, feedback/ or the gradebook
+#   make clean-grading-output   autograded/ and feedback/ (a new `make grade` writes them again)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,7 +12,7 @@ STAMP := $(VENV)/.installed
 ASSIGNMENT ?= 03_backward
 LAB_ARGS ?=
 
-.PHONY: lab test build grade bench bench-grade clean
+.PHONY: lab test build grade bench bench-grade clean clean-grading-output
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,5 +41,10 @@ bench: $(STAMP)
 bench-grade: $(STAMP)
 	$(PY) -m grader bench-grade
 
+# A course directory holds a class's work: submitted/ (collected), build/gradebook.db (the
+# grades). Nothing here ever deletes either.
 clean:
-	rm -rf build submitted autograded feedback source/*/*.ipynb
+	rm -rf build/grading build/grades.csv source/*/*.ipynb .pytest_cache test-artifacts
+
+clean-grading-output:
+	rm -rf autograded feedback

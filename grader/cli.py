@@ -17,6 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
     grade_parser.add_argument("--csv", type=Path, default=None, help="where to write the scores (default: build/grades.csv)")
     grade_parser.add_argument("--timeout", type=float, default=120.0, help="seconds one cell may run (default: 120)")
+    grade_parser.add_argument("--notebook-timeout", type=float, default=None,
+                              help="seconds one notebook may run, all its cells together (default: 600)")
     grade_parser.add_argument("--jobs", type=int, default=None, help="notebooks graded in parallel (default: all cores)")
 
     commands.add_parser("bench-grade", help="time plain nbgrader against grader grade on a generated class",
@@ -40,5 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "grade":
         from grader.grade import grade
 
-        return grade(args.assignment, root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout)
+        return grade(args.assignment, root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
+                     notebook_seconds=args.notebook_timeout)
     return 2

@@ -1,37 +1,35 @@
 """Execute one sanitised submission: learner cells in a sandbox, test cells here.
 
 A cell counts as a test cell only if the *source* notebook (the instructor's, read from
-source/, never from the submission) has a graded, locked code cell with the same grade_id
-and the same text. Test cells run in this trusted process, in a namespace built from the
+source/, never from the submission) has a graded code cell with the same grade_id and the
+same text; a cell that claims a test's grade_id with other text is never run (zero). Test cells run in this trusted process, in a namespace built from the
 source notebook's first code cell (its imports) plus proxies for the learner's names; the
 learner's own code only ever runs inside the sandbox. A failing check is reported as its
 message alone, so no test source (hidden tests included) appears in an error.
+
+Each test gets a status (``grader.results``): only ``passed``, set after the trusted grader
+ran the whole cell without an exception, earns points. A sandbox that cannot start, dies
+or runs out of time leaves every test it did not finish at ``not_run``.
 """
 from __future__ import annotations
 
 import ast
 import builtins
 import contextlib
-import hashlib
 import io
+from pathlib import Path
 
 import nbformat
 
+from grader.results import PASSED, SCHEMA_VERSION, cell_digest, file_digest, notebook_digest
 from grader.sandbox.client import Limits, Sandbox, SandboxError
-
-
-def cell_digest(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()
 
 
 def trusted_test_cells(source_nb) -> dict[str, str]:
     """grade_id -> source of every autograded test cell of the instructor's notebook."""
-    tests = {}
-    for cell in source_nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
-            tests[meta["grade_id"]] = cell.source
-    return tests
+    from grader.results import autograded_tests
+
+    return {grade_id: source_nb.cells[index].source for index, grade_id in autograded_tests(source_nb).items()}
 
 
 def trusted_namespace(source_nb) -> dict:
@@ -65,78 +63,106 @@ def error_output(ename: str, evalue: str, traceback_text: str | None = None) -> 
             "traceback": [traceback_text or f"{ename}: {evalue}"]}
 
 
-def run_test_cell(source: str, base_namespace: dict, sandbox: Sandbox, output_limit: int) -> list[dict]:
-    """Run one trusted test cell; learner names resolve to proxies into the sandbox."""
+def run_test_cell(source: str, base_namespace: dict, sandbox: Sandbox, output_limit: int) -> tuple[list[dict], bool]:
+    """Run one trusted test cell; learner names resolve to proxies into the sandbox.
+
+    Returns (outputs, passed). ``passed`` is True only if the whole cell ran without raising.
+    All the cell's calls into the sandbox share one time budget (``Sandbox.budget``).
+    """
     namespace = dict(base_namespace)
     outputs = []
     captured = io.StringIO()
-    try:
-        for name in sorted(free_names(source)):
-            if name not in namespace and not hasattr(builtins, name):
-                try:
-                    namespace[name] = sandbox.lookup(name)
-                except KeyError:
-                    pass  # NameError when the test uses it: the learner never defined it
-        with contextlib.redirect_stdout(captured):
-            exec(compile(source, "<test cell>", "exec"), namespace)
-    except SandboxError:
-        raise
-    except BaseException as error:  # noqa: BLE001 - every failure of a test is a zero for it
-        message = str(error).strip() or "(no message)"
-        outputs.append(error_output(type(error).__name__, message))
+    passed = False
+    with sandbox.budget():
+        try:
+            for name in sorted(free_names(source)):
+                if name not in namespace and not hasattr(builtins, name):
+                    try:
+                        namespace[name] = sandbox.lookup(name)
+                    except KeyError:
+                        pass  # NameError when the test uses it: the learner never defined it
+            with contextlib.redirect_stdout(captured):
+                exec(compile(source, "<test cell>", "exec"), namespace)
+            passed = True
+        except SandboxError:
+            raise
+        except BaseException as error:  # noqa: BLE001 - every failure of a test is a zero for it
+            message = str(error).strip() or "(no message)"
+            outputs.append(error_output(type(error).__name__[:100], message[:output_limit]))
     text = captured.getvalue()
     if text:
         outputs.insert(0, stream("stdout", text[:output_limit]))
-    return outputs
+    return outputs, passed
 
 
-def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_options: dict) -> dict:
-    """Execute a sanitised notebook; returns {"cells": {index: outputs}, "digests": ..., "notes": [...]}.
+def _identity(nb_path: str, source_path: str, nb, who: dict) -> dict:
+    return {"schema": SCHEMA_VERSION, "assignment": str(who.get("assignment", "")), "student": str(who.get("student", "")),
+            "notebook": str(who.get("notebook", Path(nb_path).stem)), "source_digest": file_digest(Path(source_path)),
+            "notebook_digest": notebook_digest(nb) if nb is not None else ""}
 
-    Never raises for anything the submission does: a dead or hung sandbox stops execution and
-    the remaining cells are reported as not run.
+
+def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_options: dict,
+                       who: dict | None = None, sandbox_factory=Sandbox) -> dict:
+    """Execute a sanitised notebook; returns a result document (``grader.results.SCHEMA``).
+
+    ``who``: {"assignment", "student", "notebook"}, recorded so the result cannot be replayed
+    for anyone else. Never raises for anything the submission does: a sandbox that cannot
+    start, dies or hangs stops execution, and every test not finished stays ``not_run``.
     """
+    who = who or {}
     notes: list[str] = []
     try:
         nb = nbformat.read(notebook_path, as_version=4)
     except Exception as error:  # noqa: BLE001
-        return {"cells": {}, "digests": {}, "notes": [f"the notebook could not be read: {error}"], "isolation": None}
+        result = _identity(notebook_path, source_notebook_path, None, who)
+        return {**result, "cells": {}, "digests": {}, "tests": {}, "isolation": None,
+                "notes": [f"the notebook could not be read ({type(error).__name__}); it scores zero"]}
     source_nb = nbformat.read(source_notebook_path, as_version=4)
     tests = trusted_test_cells(source_nb)
-    base = trusted_namespace(source_nb)
+    result = {**_identity(notebook_path, source_notebook_path, nb, who), "cells": {}, "isolation": None,
+              "digests": {str(i): cell_digest(c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"},
+              "tests": {grade_id: {"status": "not_run", "message": "not run"} for grade_id in tests}, "notes": notes}
     limits = Limits(**sandbox_options.get("limits", {}))
-    results: dict[str, list] = {}
-    digests = {str(i): cell_digest(c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
-    stopped = None
-    isolation = None
     try:
-        sandbox = Sandbox(mode=sandbox_options.get("mode", "auto"), hide=sandbox_options.get("hide", []),
-                          uid=sandbox_options.get("uid", 65534), limits=limits, scratch=sandbox_options.get("scratch"))
+        sandbox = sandbox_factory(**{k: v for k, v in sandbox_options.items() if k != "limits"}, limits=limits)
     except SandboxError as error:
-        return {"cells": {}, "digests": digests, "notes": [str(error)], "isolation": None}
+        notes.append(f"the notebook could not be run: {error}; its tests score zero")
+        for entry in result["tests"].values():
+            entry["message"] = "not run: the sandbox could not start"
+        return result
+    base = trusted_namespace(source_nb)
+    stopped = None
     with sandbox:
-        isolation = sandbox.isolation
+        result["isolation"] = sandbox.isolation
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
             key = str(index)
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            is_test = grade_id in tests and tests[grade_id] == cell.source
+            claims_test = isinstance(grade_id, str) and grade_id in tests
+            if claims_test and tests[grade_id] != cell.source:
+                message = f"cell '{grade_id}' differs from the instructor's test; it was not run and scores zero"
+                notes.append(message)
+                result["tests"][grade_id] = {"status": "mismatch", "message": message}
+                result["cells"][key] = [error_output("NotGraded", message)]
+                continue
             if stopped is not None:
-                results[key] = [error_output("NotRun", f"not run: {stopped}")] if is_test else []
+                result["cells"][key] = [error_output("NotRun", f"not run: {stopped}")] if claims_test else []
+                if claims_test:
+                    result["tests"][grade_id] = {"status": "not_run", "message": f"not run: {stopped}"}
                 continue
             try:
-                if is_test:
-                    results[key] = run_test_cell(cell.source, base, sandbox, limits.output_characters)
+                if claims_test:
+                    outputs, passed = run_test_cell(cell.source, base, sandbox, limits.output_characters)
+                    result["cells"][key] = outputs
+                    result["tests"][grade_id] = {"status": PASSED if passed else "failed",
+                                                 "message": "" if passed else "the test failed"}
                 else:
-                    ran = sandbox.run_cell(cell.source)
-                    outputs = [stream(n, ran[n]) for n in ("stdout", "stderr") if ran[n]]
-                    if ran["error"]:
-                        e = ran["error"]
-                        outputs.append(error_output(str(e.get("ename")), str(e.get("evalue")), str(e.get("traceback"))))
-                    results[key] = outputs
+                    result["cells"][key] = sandbox.run_cell(cell.source)["outputs"]
             except SandboxError as error:
                 stopped = f"{error} (in cell {index})"
                 notes.append(stopped)
-                results[key] = [error_output("SandboxError", str(error))]
-    return {"cells": results, "digests": digests, "notes": notes, "isolation": isolation}
+                result["cells"][key] = [error_output("SandboxError", str(error))]
+                if claims_test:
+                    result["tests"][grade_id] = {"status": "not_run", "message": str(error)}
+    return result

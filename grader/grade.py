@@ -18,15 +18,18 @@ import csv
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import nbformat
 
 from grader.build import course_root, tool_environment
+from grader.terminal import printable
 from grader.sandbox.client import paths_to_hide
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
@@ -162,7 +165,21 @@ def _init_slot(counter):
     default_zygote()
 
 
-def _warm(_):
+def _sandbox_uid() -> int:
+    return SANDBOX_UID_BASE + (_slot or 0)  # one uid per parallel slot
+
+
+def _probe(options: dict) -> str | None:
+    """Start one sandbox with the class's options: None if it works, else why not (no learner code runs)."""
+    from grader.sandbox.client import Limits, Sandbox, SandboxError
+
+    try:
+        limits = Limits(**options.get("limits", {}))
+        with Sandbox(**{k: v for k, v in options.items() if k != "limits"}, uid=_sandbox_uid(), limits=limits) as box:
+            if box.run_cell("1 + 1")["error"]:
+                return "a sandbox started but could not run a cell"
+    except SandboxError as error:
+        return str(error)
     return None
 
 
@@ -183,19 +200,26 @@ def nbgrader_app(root: Path, app_class, argv: list[str]) -> str | None:
     return None
 
 
-def _execute_task(args):
+def _execute_task(task: dict) -> dict:
+    """Execute one learner notebook (in a pool worker) and write its result; returns a summary."""
+    from grader import results
     from grader.execute import execute_submission
+    from grader.sandbox import client
 
-    root, work, assignment, student, notebook, options = args
-    root, work = Path(root), Path(work)
+    root, work = Path(task["root"]), Path(task["work"])
+    who = {"assignment": task["assignment"], "student": task["student"], "notebook": task["notebook"]}
+    options = {**task["options"], "uid": _sandbox_uid(), "files": task["files"]}
     started = time.monotonic()
-    options = {**options, "uid": SANDBOX_UID_BASE + (_slot or 0)}  # one uid per parallel slot
-    result = execute_submission(str(root / "autograded" / student / assignment / f"{notebook}.ipynb"),
-                                str(root / "source" / assignment / f"{notebook}.ipynb"), options)
-    out = work / "results" / student / f"{notebook}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result))
-    return student, notebook, time.monotonic() - started, result["notes"], result.get("isolation")
+    for attempt in range(2):
+        result = execute_submission(str(root / "autograded" / task["student"] / task["assignment"]
+                                        / f"{task['notebook']}.ipynb"),
+                                    str(root / "source" / task["assignment"] / f"{task['notebook']}.ipynb"),
+                                    options, who=who)
+        if result["isolation"] is not None or attempt:
+            break
+        client._default_zygote = None  # no sandbox started (a dead zygote?): once more with a fresh one
+    results.write(work / "results" / task["student"] / f"{task['notebook']}.json", result)
+    return {"seconds": time.monotonic() - started, "notes": result["notes"], "isolation": result["isolation"]}
 
 
 _worker_config = None
@@ -210,7 +234,7 @@ def _feedback_task(args):
     _worker_config = _worker_config or load_config(Path(root))  # once per worker
     try:
         generate_feedback(_worker_config, Path(root), assignment, student)
-    except Exception as error:  # noqa: BLE001 - nbgrader exits or raises on a broken notebook
+    except BaseException as error:  # noqa: BLE001 - nbgrader exits or raises on a broken notebook
         return student, f"no feedback could be generated ({type(error).__name__}: {str(error)[:200]})"
     return student, None
 
@@ -222,21 +246,241 @@ def progress(done: int, total: int, started: float) -> None:
     print(f"\r[{bar}] {done}/{total}  elapsed {elapsed:5.1f}s  eta {eta:5.1f}s", end="", file=sys.stderr, flush=True)
 
 
+class Interrupted(Exception):
+    """SIGTERM or SIGINT reached the grading run."""
+
+
+MAX_ATTEMPTS = 2  # a notebook whose worker died is run again once, then scores zero
+
+
+class GradingRun:
+    """One ``grader grade`` run: sanitise, execute, record and feedback, pipelined per learner.
+
+    The parent (this object) is the gradebook's only writer. Workers execute notebooks and
+    write feedback. Nothing a learner submits can make a method here raise: every failure
+    becomes a message for that learner and zero for what was not graded.
+    """
+
+    def __init__(self, root: Path, assignment: str, jobs: int, cell_seconds: float, notebook_seconds: float | None):
+        import multiprocessing
+
+        self.root, self.assignment, self.jobs = root, assignment, jobs
+        self.work = root / "build" / "grading" / assignment
+        self.started = time.monotonic()
+        self.config = load_config(root)
+        self.notebooks = assignment_notebooks(root, assignment)
+        self.submitted_dir = os.path.relpath(self.work / "submitted", root)
+        self.options = sandbox_options(root, self.work, self.config, cell_seconds)
+        if notebook_seconds:
+            self.options["limits"]["notebook_seconds"] = notebook_seconds
+        self.messages: dict[str, list[str]] = {}
+        self.left: dict[str, int] = {}  # notebooks still executing, per learner
+        self.executing: dict = {}  # future -> task
+        self.feedback: dict = {}  # future -> student
+        self.waiting: list[dict] = []  # tasks sanitised before the probe answered
+        self.seconds: dict = {}
+        self.timings = {"sanitise": 0.0, "record": 0.0}
+        self.isolation, self.finished, self.total = None, 0, 0
+        self.counter = multiprocessing.Value("i", 0)
+        self.pool = self._new_pool()
+        self.probe = self.pool.submit(_probe, self.options)
+        self.probe_error: str | None = None
+
+    # -- the pool --------------------------------------------------------------------
+    def _new_pool(self) -> ProcessPoolExecutor:
+        with self.counter.get_lock():
+            self.counter.value = 0
+        pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_init_slot, initargs=(self.counter,))
+        for _ in range(self.jobs):
+            pool.submit(int)  # start every worker (and its zygote) now, overlapping the first sanitising
+        return pool
+
+    def _rebuild_pool(self) -> None:
+        """A worker died (killed, out of memory): every task it held runs again in a fresh pool."""
+        self.kill_pool()
+        self.pool = self._new_pool()
+        lost, self.executing = list(self.executing.values()), {}
+        for task in lost:
+            self._submit(task)
+        for future, student in list(self.feedback.items()):
+            if future.done() and not isinstance(future.exception(), BrokenProcessPool):
+                continue
+            del self.feedback[future]
+            self.feedback[self.pool.submit(_feedback_task, (str(self.root), self.assignment, student))] = student
+
+    def kill_pool(self) -> None:
+        """Stop every worker now; their zygotes and sandboxes die with them (parent-death signals)."""
+        processes = list((getattr(self.pool, "_processes", None) or {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            try:
+                process.kill()
+            except (OSError, ValueError):
+                pass
+        for process in processes:
+            process.join(5)
+
+    def _submit(self, task: dict) -> None:
+        if task["attempt"] >= MAX_ATTEMPTS:
+            self._done(task, None, "its grading process died twice; it scores zero: tell the instructor")
+            return
+        task = {**task, "attempt": task["attempt"] + 1}
+        self.executing[self.pool.submit(_execute_task, task)] = task
+
+    # -- steps -----------------------------------------------------------------------
+    def sanitise(self, student: str) -> None:
+        phase_started = time.monotonic()
+        self.messages[student] = []
+        try:
+            self.messages[student] += mirror_submission(self.root, self.work, self.assignment, student)
+            self._sanitise_phase(student)
+        except Exception as error:  # noqa: BLE001 - the grader's own failure costs this learner, not the class
+            self.messages[student].append(f"the submission could not be prepared for grading ({type(error).__name__}: "
+                                          f"{str(error)[:300]}); it scores zero: tell the instructor")
+        self.timings["sanitise"] += time.monotonic() - phase_started
+        autograded = self.root / "autograded" / student / self.assignment
+        ready = [nb for nb in self.notebooks if (autograded / f"{nb}.ipynb").exists()]
+        self.left[student] = len(ready)
+        files = str(self.work / "submitted" / student / self.assignment)
+        for notebook in ready:
+            task = {"root": str(self.root), "work": str(self.work), "assignment": self.assignment, "student": student,
+                    "notebook": notebook, "options": self.options, "files": files, "attempt": 0}
+            if self.probe is not None:
+                self.waiting.append(task)
+            else:
+                self._submit(task)
+        if not ready:
+            self.record(student)
+
+    def _sanitise_phase(self, student: str) -> None:
+        from grader.nbgrader_steps import run_phase
+
+        try:
+            run_phase(self.config, self.root, self.assignment, student, "sanitize", self.submitted_dir)
+        except Exception as error:  # noqa: BLE001 - bad nbgrader metadata, duplicated cells...
+            self.messages[student].append(f"nbgrader could not read the submission ({type(error).__name__}: "
+                                          f"{str(error)[:300]}); it was graded as blank.")
+            for notebook in self.notebooks:
+                shutil.copyfile(self.root / "release" / self.assignment / f"{notebook}.ipynb",
+                                self.work / "submitted" / student / self.assignment / f"{notebook}.ipynb")
+            run_phase(self.config, self.root, self.assignment, student, "sanitize", self.submitted_dir)
+
+    def check_probe(self, block: bool) -> bool:
+        """Once the first sandbox has started, release the waiting tasks; False if none can start."""
+        if self.probe is None:
+            return True
+        if not block and not self.probe.done():
+            return True
+        try:
+            self.probe_error = self.probe.result()
+        except Exception as error:  # noqa: BLE001 - the worker itself could not start
+            self.probe_error = f"a grading worker could not start ({type(error).__name__}: {error})"
+        self.probe = None
+        if self.probe_error:
+            return False
+        waiting, self.waiting = self.waiting, []
+        for task in waiting:
+            self._submit(task)
+        return True
+
+    def collect(self, future) -> None:
+        task = self.executing.pop(future, None)
+        if task is None:
+            return  # a future of a pool that was replaced: its task runs again in the new one
+        try:
+            summary = future.result()
+        except BrokenProcessPool:
+            self.executing[future] = task  # put back: the rebuild resubmits every task the pool held
+            self._rebuild_pool()
+            return
+        except Exception as error:  # noqa: BLE001 - the grader's own failure: this notebook scores zero
+            self._done(task, None, f"grading it failed ({type(error).__name__}: {str(error)[:300]}); "
+                                   "it scores zero: tell the instructor")
+            return
+        self._done(task, summary, None)
+
+    def _done(self, task: dict, summary: dict | None, problem: str | None) -> None:
+        student, notebook = task["student"], task["notebook"]
+        self.finished += 1
+        if summary is not None:
+            self.seconds[(student, notebook)] = summary["seconds"]
+            self.isolation = summary["isolation"] or self.isolation
+            self.messages[student] += [f"{notebook}: {note}" for note in summary["notes"]]
+        if problem:
+            self.messages[student].append(f"{notebook}: {problem}")
+        progress(self.finished, self.total, self.started)
+        self.left[student] -= 1
+        if self.left[student] == 0:
+            self.record(student)
+
+    def record(self, student: str) -> None:
+        from grader.nbgrader_steps import run_phase
+
+        phase_started = time.monotonic()
+        try:
+            run_phase(self.config, self.root, self.assignment, student, "record", self.submitted_dir,
+                      str(self.work / "results"), notes=self.messages[student])
+        except Exception as error:  # noqa: BLE001
+            self.messages[student].append(f"recording the grade failed: {type(error).__name__}: {str(error)[:300]}")
+        self.timings["record"] += time.monotonic() - phase_started
+        self.write_messages()
+        future = self.pool.submit(_feedback_task, (str(self.root), self.assignment, student))
+        self.feedback[future] = student
+
+    def write_messages(self) -> None:
+        """messages.json, rewritten whole after every learner: it exists before anything else can fail."""
+        temporary = self.work / "messages.json.tmp"
+        temporary.write_text(json.dumps(self.messages, indent=1, ensure_ascii=True))
+        temporary.replace(self.work / "messages.json")
+
+    # -- the run ----------------------------------------------------------------------
+    def run(self, students: list[str]) -> str | None:
+        """Grade every learner; returns None, or why no sandbox could start (nothing was executed)."""
+        self.total = len(students) * len(self.notebooks)
+        self.write_messages()
+        for student in students:
+            self.sanitise(student)
+            if not self.check_probe(block=False):
+                return self.probe_error
+            for future in [f for f in self.executing if f.done()]:
+                self.collect(future)
+        if not self.check_probe(block=True):
+            return self.probe_error
+        while self.executing:
+            done, _ = wait(list(self.executing), return_when=FIRST_COMPLETED)
+            for future in done:
+                self.collect(future)
+        print(file=sys.stderr)
+        self.timings["all executed at"] = time.monotonic() - self.started
+        while self.feedback:
+            future = next(iter(self.feedback))
+            try:
+                student, problem = future.result()
+            except BrokenProcessPool:
+                self._rebuild_pool()
+                continue
+            except Exception as error:  # noqa: BLE001
+                student, problem = self.feedback[future], f"no feedback could be generated ({type(error).__name__})"
+            del self.feedback[future]
+            if problem:
+                self.messages[student].append(problem)
+        self.write_messages()
+        self.timings["feedback done at"] = time.monotonic() - self.started
+        return None
+
+
 def grade(assignment: str, root: Path | None = None, csv_path: Path | None = None, jobs: int | None = None,
-          cell_seconds: float = 120.0) -> int:
+          cell_seconds: float = 120.0, notebook_seconds: float | None = None) -> int:
     """Grade every submission of ``assignment``; returns an exit code (0 even if submissions fail).
 
-    The steps are pipelined: while the parent sanitises the next learner and records the
-    finished ones (nbgrader's gradebook has one writer: this process), the workers execute
-    notebooks and write feedback, so neither core waits for the serial steps.
+    Exit code 2: no sandbox could start (nothing executed, nobody scored); 130: interrupted
+    (the gradebook holds every learner recorded so far; running again completes the class).
     """
-    started = time.monotonic()
     # nbgrader's own add_submission trips this SQLAlchemy warning on every new learner; it is noise.
     warnings.filterwarnings("ignore", message="Object of type <Submitted")
     root = Path(root or course_root()).resolve()
     os.environ["PATH"] = tool_environment()["PATH"]  # nbgrader's gradebook runs `alembic` by name
     csv_path = Path(csv_path or root / "build" / "grades.csv")
-    jobs = jobs or os.cpu_count() or 1
     students = sorted(p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir())
     if not students:
         print(f"no submissions found under {root / 'submitted'}/*/{assignment}", file=sys.stderr)
@@ -249,110 +493,60 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     shutil.rmtree(work, ignore_errors=True)
     (work / "sandboxes").mkdir(parents=True)
     os.chmod(work / "sandboxes", 0o711)  # sandbox uids reach their own folder, list nothing
-    # Start the workers (and their zygotes) now, so their imports overlap the first sanitising.
-    import multiprocessing
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
-    counter = multiprocessing.Value("i", 0)
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot, initargs=(counter,))
-    for slot in range(jobs):
-        pool.submit(_warm, slot)
-    config = load_config(root)
-    from grader.nbgrader_steps import run_phase
+    def interrupt(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
 
-    notebooks = assignment_notebooks(root, assignment)
-    submitted_dir = os.path.relpath(work / "submitted", root)
-    options = sandbox_options(root, work, config, cell_seconds)
-    timings = {"sanitise": 0.0, "record": 0.0}
-    messages: dict[str, list[str]] = {}
-    left: dict[str, int] = {}  # notebooks still executing, per learner
-    executing, feedback = {}, []
-    seconds, isolation, finished = {}, None, 0
-
-    def sanitise(student: str) -> None:
-        phase_started = time.monotonic()
-        messages[student] = mirror_submission(root, work, assignment, student)
-        try:
-            run_phase(config, root, assignment, student, "sanitize", submitted_dir)
-        except Exception as error:  # noqa: BLE001 - bad nbgrader metadata, duplicated cells...
-            messages[student].append(f"nbgrader could not read the submission ({type(error).__name__}: "
-                                     f"{str(error)[:300]}); it was graded as blank.")
-            for notebook in notebooks:
-                shutil.copyfile(root / "release" / assignment / f"{notebook}.ipynb",
-                                work / "submitted" / student / assignment / f"{notebook}.ipynb")
-            run_phase(config, root, assignment, student, "sanitize", submitted_dir)
-        timings["sanitise"] += time.monotonic() - phase_started
-        ready = [nb for nb in notebooks if (root / "autograded" / student / assignment / f"{nb}.ipynb").exists()]
-        left[student] = len(ready)
-        for notebook in ready:
-            task = (str(root), str(work), assignment, student, notebook, options)
-            executing[pool.submit(_execute_task, task)] = student
-        if not ready:
-            record(student)
-
-    def record(student: str) -> None:
-        phase_started = time.monotonic()
-        try:
-            run_phase(config, root, assignment, student, "record", submitted_dir, str(work / "results"))
-        except Exception as error:  # noqa: BLE001
-            messages[student].append(f"recording the grade failed: {type(error).__name__}: {str(error)[:300]}")
-        timings["record"] += time.monotonic() - phase_started
-        feedback.append(pool.submit(_feedback_task, (str(root), assignment, student)))
-
-    def collect(future) -> None:
-        nonlocal isolation, finished
-        student = executing.pop(future)
-        finished += 1
-        try:
-            _, notebook, duration, notes, isolation = future.result()
-            seconds[(student, notebook)] = duration
-            messages[student] += [f"{notebook}: {note}" for note in notes]
-        except Exception as error:  # noqa: BLE001 - the grader's own failure: this notebook scores zero
-            messages[student].append(f"grading a notebook failed ({type(error).__name__}: {str(error)[:300]}); "
-                                     "it scores zero: tell the instructor")
-        progress(finished, len(students) * len(notebooks), started)
-        left[student] -= 1
-        if left[student] == 0:
-            record(student)
-
-    with pool:
-        for student in students:
-            sanitise(student)
-            for future in [f for f in executing if f.done()]:
-                collect(future)
-        while executing:
-            done, _ = wait(list(executing), return_when=FIRST_COMPLETED)
-            for future in done:
-                collect(future)
-        print(file=sys.stderr)
-        timings["all executed at"] = time.monotonic() - started
-        for future in feedback:
-            student, problem = future.result()
-            if problem:
-                messages[student].append(problem)
-    timings["feedback done at"] = time.monotonic() - started
+    run = None
+    try:
+        for sig in previous:
+            signal.signal(sig, interrupt)
+        run = GradingRun(root, assignment, jobs or os.cpu_count() or 1, cell_seconds, notebook_seconds)
+        problem = run.run(students)
+    except Interrupted as signal_name:
+        if run is not None:
+            run.kill_pool()
+        print(f"\ninterrupted by {signal_name}: every process of this run was stopped; learners recorded so far keep "
+              "their grades, and running the same command again grades the whole class.", file=sys.stderr)
+        return 130
+    except BaseException:
+        if run is not None:
+            run.kill_pool()
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if problem:
+        run.kill_pool()
+        print(f"grading stopped before any notebook ran: no sandbox could start ({printable(problem, 500)}).\n"
+              "Nothing was scored. Check LNCOURSE_ISOLATION and the README's isolation table.", file=sys.stderr)
+        return 2
+    run.pool.shutdown(wait=True)
     from nbgrader.apps import ExportApp
 
     problem = nbgrader_app(root, ExportApp, [f"--to={csv_path}"])
     if problem:
         print(problem, file=sys.stderr)
         return 1
-    timings["total"] = time.monotonic() - started
-    (work / "messages.json").write_text(json.dumps(messages, indent=1))
-    mode = (isolation or {}).get("mode", "unknown")
-    per_notebook = sorted(seconds.values())
+    run.timings["total"] = time.monotonic() - run.started
+    mode = (run.isolation or {}).get("mode", "unknown")
+    per_notebook = sorted(run.seconds.values())
     median = per_notebook[len(per_notebook) // 2] if per_notebook else 0.0
-    print(f"isolation: {mode}; {len(seconds)} notebooks with {jobs} jobs; median {median:.1f}s per notebook; "
-          + ", ".join(f"{name} {value:.1f}s" for name, value in timings.items()))
-    print_scores(csv_path, assignment, messages)
+    print(f"isolation: {mode}; {len(run.seconds)} notebooks with {run.jobs} jobs; median {median:.1f}s per notebook; "
+          + ", ".join(f"{name} {value:.1f}s" for name, value in run.timings.items()))
+    print_scores(csv_path, assignment, run.messages)
     return 0
 
 
 def print_scores(csv_path: Path, assignment: str, messages: dict[str, list[str]]) -> None:
+    """The score table; every learner-controlled string passes through ``printable`` first."""
     with open(csv_path, newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["assignment"] == assignment]
-    width = max([len("student")] + [len(r["student_id"]) for r in rows])
+    names = {r["student_id"]: printable(r["student_id"], 60) for r in rows}
+    width = max([len("student")] + [len(n) for n in names.values()])
     print(f"{'student':<{width}}  score / max   notes")
     for r in sorted(rows, key=lambda r: r["student_id"]):
-        notes = "; ".join(messages.get(r["student_id"], []))
-        print(f"{r['student_id']:<{width}}  {float(r['raw_score']):5.1f} / {float(r['max_score']):<5.1f} {notes[:200]}")
+        notes = printable("; ".join(messages.get(r["student_id"], [])), 200)
+        print(f"{names[r['student_id']]:<{width}}  {float(r['raw_score']):5.1f} / {float(r['max_score']):<5.1f} {notes}")
     print(f"scores written to {csv_path}; messages in build/grading/{assignment}/messages.json")

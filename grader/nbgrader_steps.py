@@ -11,57 +11,118 @@ Both run in the trusted grading process; submissions never touch the gradebook.
 """
 from __future__ import annotations
 
-import json
+import html
 from pathlib import Path
 
 import nbformat
-from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbgrader.converters.autograde import Autograde
 from nbgrader.converters.base import BaseConverter
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput,
-                                    NbGraderPreprocessor, SaveAutoGrades)
-from traitlets import Unicode
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import List, Unicode
 
-from grader.execute import cell_digest, error_output
+from grader import results
+from grader.execute import error_output
+from grader.results import autograded_tests, cell_digest, file_digest, notebook_digest
 
 
 class ReplayResults(NbGraderPreprocessor):
-    """Fill each code cell's outputs from the sandboxed run (results/<student>/<notebook>.json)."""
+    """Fill each code cell's outputs from the sandboxed run (results/<student>/<notebook>.json).
+
+    Fails closed: an autograded test cell keeps its points only if a valid result for this
+    learner, notebook and exact cell text says the trusted grader saw it pass; otherwise it
+    gets an error output (zero) saying why.
+    """
 
     results_dir = Unicode("", help="Folder of the JSON results written by grader.execute").tag(config=True)
+    source_notebook = Unicode("", help="The instructor's notebook the result must have been run against"
+                              ).tag(config=True)
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
+        expected = {"assignment": str(info["assignment"]), "student": str(info["student"]),
+                    "notebook": str(info["notebook"]), "notebook_digest": notebook_digest(nb)}
+        if self.source_notebook:
+            expected["source_digest"] = file_digest(Path(self.source_notebook))
         path = Path(self.results_dir) / info["student"] / f"{info['notebook']}.json"
-        results = json.loads(path.read_text()) if path.exists() else {"cells": {}, "digests": {}, "notes": []}
+        result, problem = results.load(path, expected)
+        tests = autograded_tests(nb)
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
             key = str(index)
-            if results["digests"].get(key) != cell_digest(cell.source):
+            if result is None:
+                outputs = [error_output("NotGraded", f"not graded: {problem}")] if index in tests else []
+            elif result["digests"].get(key) != cell_digest(cell.source):
                 outputs = [error_output("NotRun", "not run: this cell was not part of the graded run")]
+            elif index in tests:
+                outputs = test_outputs(result, tests[index], result["cells"].get(key, []))
             else:
-                outputs = results["cells"].get(key, [])
+                outputs = result["cells"].get(key, [])
             cell.outputs = [nbformat.from_dict(o) for o in outputs]
             cell.execution_count = None
+        if result is None:
+            self.log.warning("%s/%s: %s", info["student"], info["notebook"], problem)
+        return nb, resources
+
+
+def test_outputs(result: dict, grade_id: str, recorded: list) -> list[dict]:
+    """A test cell's outputs: what it printed if it passed, else an error output (zero points)."""
+    status = result["tests"].get(grade_id, {}).get("status", "not_run")
+    if status == results.PASSED:
+        printed = [o for o in recorded if o.get("output_type") == "stream" and o.get("name") == "stdout"]
+        if len(printed) == len(recorded):
+            return printed
+        status = "failed"  # a pass must not carry an error: treat the contradiction as a failure
+    errors = [o for o in recorded if o.get("output_type") == "error"]
+    if errors and status != results.PASSED:
+        return [o for o in recorded if o.get("output_type") in ("stream", "error")]
+    message = result["tests"].get(grade_id, {}).get("message") or status
+    return [error_output("NotGraded", f"{grade_id}: {message}")]
+
+
+def grading_notes_cell(messages: list[str]) -> nbformat.NotebookNode:
+    """A markdown cell for the top of the feedback: the grader's notes for this learner, escaped."""
+    items = "\n".join(f"<li>{html.escape(m, quote=True)}</li>" for m in messages)
+    cell = nbformat.v4.new_markdown_cell(f"<div class=\"grading-notes\"><strong>Grading notes</strong><ul>\n{items}\n</ul></div>")
+    cell.id = "grading-notes"
+    return cell
+
+
+class AddGradingNotes(NbGraderPreprocessor):
+    """Put the grader's notes for this learner (intake, repair, sandbox) at the top of the notebook."""
+
+    notes = List(Unicode(), default_value=[], help="Messages for this learner").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        nb.cells = [c for c in nb.cells if c.get("id") != "grading-notes"]  # a re-grade replaces them
+        if self.notes:
+            nb.cells.insert(0, grading_notes_cell(list(self.notes)))
         return nb, resources
 
 
 class IsolatedAutograde(Autograde):
     phase = Unicode("sanitize", help="'sanitize' (before execution) or 'record' (after)").tag(config=True)
     results_dir = Unicode("", help="Where grader.execute wrote its results").tag(config=True)
+    source_notebook_dir = Unicode("", help="The instructor's notebooks (source/<assignment>)").tag(config=True)
+    notes = List(Unicode(), default_value=[], help="The grader's messages for this learner").tag(config=True)
 
     def _init_preprocessors(self) -> None:
         self.exporter._preprocessors = []
         if self.phase == "sanitize":
             preprocessors = self.sanitize_preprocessors
-        else:
-            preprocessors = [ReplayResults, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
-                             AssignLatePenalties, CheckCellMetadata]
+        else:  # nbgrader's own list (the instructor's, if configured), its Execute step replayed
+            preprocessors = []
+            for pp in self.autograde_preprocessors:
+                preprocessors += [ReplayResults, AddGradingNotes] if pp is Execute else [pp]
+            if ReplayResults not in preprocessors:
+                raise ValueError("Autograde.autograde_preprocessors has no Execute step to replace")
         for pp in preprocessors:
             instance = pp(parent=self)
             if isinstance(instance, ReplayResults):
                 instance.results_dir = self.results_dir
+                instance.source_notebook = self._source_notebook
+            if isinstance(instance, AddGradingNotes):
+                instance.notes = list(self.notes)
             self.exporter.register_preprocessor(instance)
 
     def init_assignment(self, assignment_id: str, student_id: str) -> None:
@@ -83,6 +144,8 @@ class IsolatedAutograde(Autograde):
 
     def convert_single_notebook(self, notebook_filename: str) -> None:
         self._sanitizing = self.phase == "sanitize"
+        name = Path(notebook_filename).name
+        self._source_notebook = str(Path(self.source_notebook_dir) / name) if self.source_notebook_dir else ""
         self._init_preprocessors()
         BaseConverter.convert_single_notebook(self, notebook_filename)
 
@@ -97,13 +160,15 @@ def course_directory(config, root: Path, assignment: str, student: str):
 
 
 def run_phase(config, root: Path, assignment: str, student: str, phase: str, submitted_dir: str,
-              results_dir: str = "") -> None:
+              results_dir: str = "", notes: list[str] = ()) -> None:
     """Run one phase for one student's submission; raises on nbgrader errors."""
     coursedir = course_directory(config, root, assignment, student)
     coursedir.submitted_directory = submitted_dir
     converter = IsolatedAutograde(coursedir=coursedir, config=config)
     converter.phase = phase
     converter.results_dir = results_dir
+    converter.source_notebook_dir = str(Path(root) / "source" / assignment)
+    converter.notes = [str(n) for n in notes]
     converter.force = True
     converter._sanitizing = phase == "sanitize"  # selects the input folder: submitted or autograded
     converter.start()

@@ -8,6 +8,7 @@ data here. Checks therefore run in this process, which no learner code ever ente
 from __future__ import annotations
 
 import builtins
+import contextlib
 import inspect
 import json
 import os
@@ -42,10 +43,59 @@ class Limits:
     file_bytes: int = 64 * 2**20
     open_files: int = 256
     output_characters: int = 20_000
+    notebook_seconds: float = 600.0  # every cell and call of one notebook together
+    rich_output_bytes: int = 2 * 2**20  # images and HTML a cell displays, all together
 
     def for_worker(self) -> dict:
         return {"cpu_seconds": self.cpu_seconds, "address_space_bytes": self.address_space_bytes,
                 "processes": self.processes, "file_bytes": self.file_bytes, "open_files": self.open_files}
+
+
+def _text(value, limit: int) -> str:
+    """A learner-controlled field as a capped string (anything else becomes its capped str)."""
+    text = value if type(value) is str else ("" if value is None else str(value)[:limit])
+    return text if len(text) <= limit else text[:limit] + f"\n[truncated: {len(text) - limit} more characters]"
+
+
+def clean_outputs(outputs, limits: "Limits") -> list[dict]:
+    """Rebuild a cell's outputs from a sandbox reply: known output types, capped fields only.
+
+    Whatever the sandbox sends, the result is a short list of nbformat-valid outputs with
+    text fields capped at ``output_characters`` and rich (image/HTML) data at ``rich_output_bytes``.
+    """
+    cap, rich_left, cleaned = limits.output_characters, limits.rich_output_bytes, []
+    for output in outputs[:100] if type(outputs) is list else []:
+        if type(output) is not dict:
+            continue
+        kind = output.get("output_type")
+        if kind == "stream":
+            name = "stderr" if output.get("name") == "stderr" else "stdout"
+            cleaned.append({"output_type": "stream", "name": name, "text": _text(output.get("text"), cap)})
+        elif kind == "error":
+            traceback = output.get("traceback")
+            lines = [_text(line, cap) for line in traceback[:200]] if type(traceback) is list else []
+            while sum(map(len, lines)) > cap and len(lines) > 1:
+                lines.pop(0)  # keep the innermost frames and the message
+            cleaned.append({"output_type": "error", "ename": _text(output.get("ename"), 200),
+                            "evalue": _text(output.get("evalue"), cap), "traceback": lines})
+        elif kind in ("display_data", "execute_result"):
+            data = {}
+            items = output.get("data") if type(output.get("data")) is dict else {}
+            for mime, value in list(items.items())[:10]:
+                if type(mime) is not str or len(mime) > 100 or type(value) is not str:
+                    continue
+                limit = cap if mime.startswith("text/plain") else min(rich_left, limits.rich_output_bytes)
+                if len(value) > limit:
+                    continue  # a half image is no image: drop this representation
+                rich_left -= len(value) if not mime.startswith("text/plain") else 0
+                data[mime] = value
+            if not data:
+                continue
+            entry = {"output_type": kind, "data": data, "metadata": {}}
+            if kind == "execute_result":
+                entry["execution_count"] = None
+            cleaned.append(entry)
+    return cleaned
 
 
 @dataclass
@@ -76,19 +126,40 @@ def sandbox_environment(home: str) -> dict:
     }
 
 
+def copy_learner_files(folder: Path, workdir: Path) -> None:
+    """Copy the regular files under ``folder`` (already vetted by intake) into the workdir; links never followed."""
+    for current, dirs, names in os.walk(folder):
+        relative = Path(current).relative_to(folder)
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(current, d))]
+        (workdir / relative).mkdir(parents=True, exist_ok=True)
+        for name in names:
+            path = Path(current) / name
+            if path.is_file() and not path.is_symlink():
+                shutil.copyfile(path, workdir / relative / name)
+
+
 class Sandbox:
     """One confined learner process. Use as a context manager."""
 
     def __init__(self, mode: str = "auto", hide: list[str] = (), uid: int = 65534, limits: Limits | None = None,
-                 scratch: Path | None = None, zygote: "Zygote | None" = None):
+                 scratch: Path | None = None, zygote: "Zygote | None" = None, files: str | None = None):
         self.limits = limits or Limits()
+        self.cell_deadline = self.notebook_deadline = None
         self.workdir = Path(tempfile.mkdtemp(prefix="lncourse-sandbox-", dir=scratch))
+        if files:
+            copy_learner_files(Path(files), self.workdir)  # the notebook's own folder, as Jupyter runs it
         if os.getuid() == 0:
-            os.chown(self.workdir, uid, uid)
+            for folder, _, names in os.walk(self.workdir):
+                for path in [folder, *(os.path.join(folder, n) for n in names)]:
+                    os.chown(path, uid, uid, follow_symlinks=False)
         config = {"mode": mode, "hide": list(hide), "uid": uid, "gid": uid, "limits": self.limits.for_worker(),
                   "environment": sandbox_environment(str(self.workdir)), "output_limit": self.limits.output_characters}
         self.zygote = zygote or default_zygote()
-        self.pid, self.to_child, self.from_child = self.zygote.spawn(config, str(self.workdir))
+        try:
+            self.pid, self.to_child, self.from_child = self.zygote.spawn(config, str(self.workdir))
+        except (OSError, ValueError, KeyError) as error:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            raise SandboxError(f"the sandbox zygote failed ({type(error).__name__})") from None
         self.exit_code = None
         self.closed = False
         self.buffer = b""
@@ -99,6 +170,7 @@ class Sandbox:
             self.close()
             raise SandboxError(f"the sandbox could not start: {hello.get('error', hello)}")
         self.isolation = hello["isolation"]
+        self.notebook_deadline = time.monotonic() + self.limits.notebook_seconds
 
     # -- lifetime ------------------------------------------------------------------------
     def __enter__(self):
@@ -131,13 +203,44 @@ class Sandbox:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- channel -------------------------------------------------------------------------
-    def send(self, message: dict) -> None:
+    def send(self, message: dict, deadline: float | None = None) -> None:
+        """Write one message without ever blocking past ``deadline``: a sandbox that stops
+        reading is a hung sandbox, not a hung grader."""
         data = protocol.dumps(message)
+        deadline = self._deadline(deadline)
+        os.set_blocking(self.to_child, False)
+        while data:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.close()
+                raise SandboxError(self._timeout_message())
+            try:
+                _, writable, _ = select.select([], [self.to_child], [], min(remaining, 1.0))
+                if writable:
+                    data = data[os.write(self.to_child, data):]
+            except BlockingIOError:
+                continue
+            except (OSError, ValueError):
+                raise SandboxError(self._death_reason()) from None
+
+    def _deadline(self, deadline: float | None) -> float:
+        """The earliest of ``deadline``, the current test cell's budget and the notebook's."""
+        candidates = [d for d in (deadline, self.cell_deadline, self.notebook_deadline) if d is not None]
+        return min(candidates) if candidates else time.monotonic() + self.limits.cell_seconds
+
+    def _timeout_message(self) -> str:
+        if self.notebook_deadline is not None and time.monotonic() >= self.notebook_deadline:
+            return f"time limit exceeded: the notebook ran longer than {self.limits.notebook_seconds:.0f} s in all"
+        return f"time limit exceeded: a cell ran longer than {self.limits.cell_seconds:.0f} s"
+
+    @contextlib.contextmanager
+    def budget(self, seconds: float | None = None):
+        """Every request inside shares one deadline (a test cell's calls all together)."""
+        self.cell_deadline = time.monotonic() + (seconds or self.limits.cell_seconds)
         try:
-            while data:
-                data = data[os.write(self.to_child, data):]
-        except OSError:
-            raise SandboxError(self._death_reason()) from None
+            yield
+        finally:
+            self.cell_deadline = None
 
     def _death_reason(self) -> str:
         self._finish(2)
@@ -152,11 +255,12 @@ class Sandbox:
 
     def receive(self, deadline: float) -> dict:
         fd = self.from_child
+        deadline = self._deadline(deadline)
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.close()
-                raise SandboxError(f"time limit exceeded: a cell ran longer than {self.limits.cell_seconds:.0f} s")
+                raise SandboxError(self._timeout_message())
             ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
             if not ready:
                 continue
@@ -176,13 +280,13 @@ class Sandbox:
 
     def request(self, message: dict) -> dict:
         """Send a request; serve callbacks until the final reply arrives."""
-        deadline = time.monotonic() + self.limits.cell_seconds
-        self.send(message)
+        deadline = self._deadline(time.monotonic() + self.limits.cell_seconds)
+        self.send(message, deadline)
         while True:
             reply = self.receive(deadline)
             if reply["op"] != "callback":
                 return reply
-            self.send(self._run_callback(reply))
+            self.send(self._run_callback(reply), deadline)
 
     def _run_callback(self, message: dict) -> dict:
         function = self.callbacks.get(message.get("id"))
@@ -191,7 +295,7 @@ class Sandbox:
             kwargs = {str(k): self.decode(v) for k, v in message.get("kwargs", [])}
             return {"op": "return", "value": self.encode(function(*args, **kwargs))}
         except Exception as error:  # the check's own callable raised: hand the error over
-            return {"op": "raise", "type": type(error).__name__, "message": str(error)}
+            return {"op": "raise", "type": type(error).__name__, "message": str(error)[:4000]}
 
     # -- values --------------------------------------------------------------------------
     def _register(self, function) -> int:
@@ -211,19 +315,29 @@ class Sandbox:
 
     # -- requests ------------------------------------------------------------------------
     def run_cell(self, source: str) -> dict:
+        """Run a learner cell; returns {"outputs": [nbformat outputs, capped], "error": {...} or None}."""
         reply = self.request({"op": "run", "source": source})
         if reply.get("op") != "ran":
             raise SandboxError("unexpected reply to a cell")
-        cap = self.limits.output_characters
-        return {"stdout": str(reply.get("stdout", ""))[:cap + 200], "stderr": str(reply.get("stderr", ""))[:cap + 200],
-                "error": reply.get("error") if isinstance(reply.get("error"), dict) else None}
+        if type(reply.get("outputs")) is list:
+            outputs = reply["outputs"]
+        else:  # a worker that reports streams and the error separately
+            error = reply.get("error") if type(reply.get("error")) is dict else None
+            outputs = [{"output_type": "stream", "name": n, "text": reply.get(n)} for n in ("stdout", "stderr")
+                       if reply.get(n)]
+            if error:
+                outputs.append({"output_type": "error", "ename": error.get("ename"), "evalue": error.get("evalue"),
+                                "traceback": [error.get("traceback")]})
+        outputs = clean_outputs(outputs, self.limits)
+        return {"outputs": outputs, "error": next((o for o in outputs if o["output_type"] == "error"), None)}
 
     def lookup(self, name: str):
         """The learner's global ``name``: a proxy for a function, a rebuilt value, or KeyError."""
         reply = self.request({"op": "describe", "name": name})
         kind = reply.get("kind")
         if kind == "callable":
-            return LearnerFunction(self, name, reply.get("parameters"))
+            parameters = reply.get("parameters")
+            return LearnerFunction(self, name, parameters[:100] if type(parameters) is list else None)
         if kind == "value":
             return self.decode(reply.get("value"))
         raise KeyError(name)
@@ -232,14 +346,19 @@ class Sandbox:
         message = {"op": "call", "name": name, "args": [self.encode(a) for a in args],
                    "kwargs": [[k, self.encode(v)] for k, v in kwargs.items()], "measure_memory": measure_memory}
         reply = self.request(message)
-        stdout = str(reply.get("stdout", ""))[: self.limits.output_characters]
+        stdout = _text(reply.get("stdout", ""), self.limits.output_characters)
         if stdout:
             print(stdout, end="" if stdout.endswith("\n") else "\n")
         if reply["op"] == "raise":
-            self.last_call = CallRecord(stdout=stdout, traceback=str(reply.get("traceback", "")))
-            raise learner_exception(str(reply.get("type", "Exception")), str(reply.get("message", "")))
+            self.last_call = CallRecord(stdout=stdout, traceback=_text(reply.get("traceback", ""), 8000))
+            raise learner_exception(_text(reply.get("type", "Exception"), 100), _text(reply.get("message", ""), 4000))
         if reply["op"] != "return":
             raise SandboxError("unexpected reply to a call")
+        delegated = reply.get("delegated")
+        if type(delegated) is list and delegated:
+            names = ", ".join(_text(n, 100) for n in delegated[:5])
+            raise DelegationError(f"{name} calls {names}: this exercise asks you to compute it yourself, "
+                                  "so it earns no credit")
         value = self.decode(reply.get("value"))
         peak = reply.get("peak")
         self.last_call = CallRecord(stdout=stdout, peak_bytes=int(peak) if isinstance(peak, int) else None)
@@ -253,6 +372,10 @@ class Sandbox:
 
 class LearnerException(Exception):
     """An exception raised by the learner's code, of a type that is not a builtin."""
+
+
+class DelegationError(Exception):
+    """A graded function handed its whole job to a library implementation of the same thing."""
 
 
 def learner_exception(type_name: str, message: str) -> BaseException:
