@@ -55,9 +55,7 @@ def printable(text: object, limit: int | None = None, *, multiline: bool = False
     if limit is not None and limit <= 0:
         return ""
     if text.isprintable():  # fast path: no Cc, Cf, Cs, Cn, Zl or Zp anywhere (nor Co, nor Zs but " ")
-        pieces = [text]
-        length = len(text)
-        if limit is None or length <= limit:
+        if limit is None or len(text) <= limit:
             return text
         return text[:limit - len(ELLIPSIS)] + ELLIPSIS
     pieces: list[str] = []
