@@ -160,6 +160,7 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
                 else:
                     result["cells"][key] = sandbox.run_cell(cell.source)["outputs"]
             except SandboxError as error:
+                result["retry"] = sandbox.launcher_died  # the grader's failure: the notebook may run again
                 stopped = f"{error} (in cell {index})"
                 notes.append(stopped)
                 result["cells"][key] = [error_output("SandboxError", str(error))]

@@ -26,13 +26,10 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-import nbformat
-
 from grader.build import course_root, tool_environment
+from grader.intake import mirror_submission
 from grader.terminal import printable
-from grader.sandbox.client import paths_to_hide
 
-MAX_NOTEBOOK_BYTES = 20 * 2**20
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per parallel slot when grading as root
 
 
@@ -46,105 +43,16 @@ def assignment_notebooks(root: Path, assignment: str) -> list[str]:
     return sorted(p.stem for p in (root / "source" / assignment).glob("*.ipynb"))
 
 
-def check_notebook_file(path: Path) -> str | None:
-    """None if ``path`` is a readable notebook, else a message for the learner."""
-    if path.is_symlink() or not path.is_file():
-        return "is not a regular file"
-    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-        return f"is larger than {MAX_NOTEBOOK_BYTES // 2**20} MiB"
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "is not UTF-8 text (was it saved with another encoding?)"
-    try:
-        json.loads(text)
-    except ValueError as error:
-        return f"is not valid JSON, perhaps truncated ({error.msg} at line {error.lineno})"
-    try:
-        nb = nbformat.reads(text, as_version=4)
-        nbformat.validate(nb)
-    except Exception as error:  # noqa: BLE001 - nbformat raises several kinds
-        return f"is not a valid Jupyter notebook ({str(error).splitlines()[0][:200]})"
-    return None
-
-
-def mirror_submission(root: Path, work: Path, assignment: str, student: str) -> list[str]:
-    """Copy one learner's submission into the private mirror; returns messages for the learner."""
-    source = root / "submitted" / student / assignment
-    target = work / "submitted" / student / assignment
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir(parents=True)
-    messages = []
-    for path in sorted(source.iterdir()):
-        if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_NOTEBOOK_BYTES:
-            shutil.copyfile(path, target / path.name)
-    for timestamp in ["timestamp.txt"]:
-        if (source / timestamp).is_file():
-            shutil.copyfile(source / timestamp, target / timestamp)
-    expected = assignment_notebooks(root, assignment)
-    found = sorted(p.name for p in source.glob("*.ipynb"))
-    for notebook in expected:
-        path = source / f"{notebook}.ipynb"
-        blank = root / "release" / assignment / f"{notebook}.ipynb"
-        if not path.exists():
-            messages.append(f"{notebook}.ipynb is missing from the submission (found: {', '.join(found) or 'no notebook'}); "
-                            "it scores zero. Submit the notebook under its original name.")
-            shutil.copyfile(blank, target / f"{notebook}.ipynb")
-            continue
-        problem = check_notebook_file(path)
-        if problem:
-            messages.append(f"{notebook}.ipynb {problem}; it could not be graded and scores zero.")
-            shutil.copyfile(blank, target / f"{notebook}.ipynb")
-        else:
-            source_nb = nbformat.read(root / "source" / assignment / f"{notebook}.ipynb", as_version=4)
-            expected_ids = [c.metadata["nbgrader"]["grade_id"] for c in source_nb.cells if "nbgrader" in c.metadata]
-            messages += repair_metadata(target / f"{notebook}.ipynb", expected_ids)
-    return messages
-
-
-def repair_metadata(path: Path, expected_ids: list[str]) -> list[str]:
-    """Undo metadata damage that would make nbgrader reject the whole notebook.
-
-    A pasted copy of a graded cell is dropped (the first one is kept) and an unknown
-    nbgrader schema version is reset; the learner's work is graded and told what happened.
-    """
-    nb = nbformat.read(path, as_version=4)
-    messages, seen, cells, changed = [], set(), [], False
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader")
-        if isinstance(meta, dict):
-            grade_id = meta.get("grade_id")
-            if grade_id in seen:
-                messages.append(f"{path.stem}: cell '{grade_id}' appears more than once (copied?); only the first copy "
-                                "was graded.")
-                changed = True
-                continue
-            seen.add(grade_id)
-            if meta.get("schema_version") != 3:
-                messages.append(f"{path.stem}: cell '{grade_id}' had nbgrader schema_version "
-                                f"{meta.get('schema_version')!r}; it was reset to 3.")
-                meta["schema_version"] = 3
-                changed = True
-        cells.append(cell)
-    missing = [grade_id for grade_id in expected_ids if grade_id not in seen]
-    if missing:
-        messages.append(f"{path.stem}: cells {', '.join(missing)} were deleted from the notebook; graded cells "
-                        "among them score zero. Start again from a fresh copy of the assignment to restore them.")
-    if changed:
-        nb.cells = cells
-        nbformat.write(nb, path)
-    return messages
-
-
 def sandbox_options(root: Path, work: Path, config, cell_seconds: float = 120.0) -> dict:
-    """How each notebook's sandbox is confined; the uid is added per worker (``_execute_task``)."""
-    extra_roots = [Path(__file__).resolve().parent.parent]  # the grader's own checkout, if it is a course
-    extra_roots = [r for r in extra_roots if (r / "nbgrader_config.py").exists() and r != root]
-    exchange = [Path(config.Exchange.root)] if "Exchange" in config and "root" in config.Exchange else [
-        Path("/srv/nbgrader/exchange")]
-    return {"mode": os.environ.get("LNCOURSE_ISOLATION", "auto"), "hide": paths_to_hide([root, *extra_roots], exchange),
-            "scratch": str(work / "sandboxes"),
+    """How each notebook's sandbox is confined; the uid is added per worker (``_execute_task``).
+
+    Nothing of the machine needs listing here: the sandbox's root is an allow-list (the Python
+    installation, the course packages, the system; ``grader.sandbox.isolation``), so the course
+    root, build/, the exchange and any other checkout are out of its sight wherever they are.
+    ``LNCOURSE_ISOLATION`` (auto, user, userns, basic) can only ask for basic explicitly;
+    anything else is enforced or the sandbox refuses to start.
+    """
+    return {"mode": os.environ.get("LNCOURSE_ISOLATION", "auto"), "scratch": str(work / "sandboxes"),
             "limits": {"cell_seconds": cell_seconds}}
 
 
@@ -215,9 +123,9 @@ def _execute_task(task: dict) -> dict:
                                         / f"{task['notebook']}.ipynb"),
                                     str(root / "source" / task["assignment"] / f"{task['notebook']}.ipynb"),
                                     options, who=who)
-        if result["isolation"] is not None or attempt:
+        if (result["isolation"] is not None and not result.get("retry")) or attempt:
             break
-        client._default_zygote = None  # no sandbox started (a dead zygote?): once more with a fresh one
+        client._default_zygote = None  # no sandbox started, or its zygote died: once more with a fresh one
     results.write(work / "results" / task["student"] / f"{task['notebook']}.json", result)
     return {"seconds": time.monotonic() - started, "notes": result["notes"], "isolation": result["isolation"]}
 
@@ -371,10 +279,17 @@ class GradingRun:
             return True
         if not block and not self.probe.done():
             return True
-        try:
-            self.probe_error = self.probe.result()
-        except Exception as error:  # noqa: BLE001 - the worker itself could not start
-            self.probe_error = f"a grading worker could not start ({type(error).__name__}: {error})"
+        for attempt in range(MAX_ATTEMPTS + 1):
+            try:
+                self.probe_error = self.probe.result()
+                break
+            except BrokenProcessPool as error:  # a worker died (killed?): try again in a fresh pool
+                self.probe_error = f"the grading workers keep dying ({error})"
+                self._rebuild_pool()
+                self.probe = self.pool.submit(_probe, self.options)
+            except Exception as error:  # noqa: BLE001 - the worker itself could not start
+                self.probe_error = f"a grading worker could not start ({type(error).__name__}: {error})"
+                break
         self.probe = None
         if self.probe_error:
             return False

@@ -27,6 +27,7 @@ class FakeSandbox:
     """Runs learner cells in a local namespace (trusted test code stays in execute.py)."""
 
     fail_at_cell = None  # raise SandboxError when this many cells have run
+    launcher_died = False
     ran = []
 
     def __init__(self, **options):

@@ -25,10 +25,6 @@ from pathlib import Path
 
 from grader.sandbox import protocol
 
-# Entries of a course root the learner's code may see: public code and the environment.
-VISIBLE_IN_COURSE_ROOT = {".venv", "grader", "normlab", "pyproject.toml", "README.md", "release", "notebooks", "docs",
-                          "constraints.txt", "environment.yml", "Makefile", "LICENSE"}
-
 
 class SandboxError(Exception):
     """The sandbox died, hung, flooded its output or broke the protocol."""
@@ -107,20 +103,13 @@ class CallRecord:
     traceback: str = ""
 
 
-def paths_to_hide(course_roots: list[Path], extra: list[Path] = ()) -> list[str]:
-    """Every entry of each course root except the public ones, plus ``extra`` paths."""
-    hidden = []
-    for root in course_roots:
-        if root.is_dir():
-            hidden += [str(root / name) for name in sorted(os.listdir(root)) if name not in VISIBLE_IN_COURSE_ROOT]
-    return hidden + [str(p) for p in extra if Path(p).exists()]
-
-
 def sandbox_environment(home: str) -> dict:
-    """A minimal environment: no instructor variables, no grading markers beyond nbgrader's own."""
+    """A minimal environment: no instructor variables, no grading markers beyond nbgrader's own.
+
+    No MPLBACKEND: the worker's kernel selects the inline backend, as a Jupyter kernel does."""
     return {
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
-        "HOME": home, "TMPDIR": home, "MPLBACKEND": "Agg", "MPLCONFIGDIR": home, "OMP_NUM_THREADS": "1",
+        "HOME": home, "TMPDIR": home, "MPLCONFIGDIR": home, "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
         "NBGRADER_EXECUTION": "autograde", "LANG": "C.UTF-8",
     }
@@ -141,10 +130,11 @@ def copy_learner_files(folder: Path, workdir: Path) -> None:
 class Sandbox:
     """One confined learner process. Use as a context manager."""
 
-    def __init__(self, mode: str = "auto", hide: list[str] = (), uid: int = 65534, limits: Limits | None = None,
+    def __init__(self, mode: str = "auto", uid: int = 65534, limits: Limits | None = None,
                  scratch: Path | None = None, zygote: "Zygote | None" = None, files: str | None = None):
         self.limits = limits or Limits()
         self.cell_deadline = self.notebook_deadline = None
+        self.launcher_died = False
         self.workdir = Path(tempfile.mkdtemp(prefix="lncourse-sandbox-", dir=scratch))
         if files:
             copy_learner_files(Path(files), self.workdir)  # the notebook's own folder, as Jupyter runs it
@@ -152,7 +142,10 @@ class Sandbox:
             for folder, _, names in os.walk(self.workdir):
                 for path in [folder, *(os.path.join(folder, n) for n in names)]:
                     os.chown(path, uid, uid, follow_symlinks=False)
-        config = {"mode": mode, "hide": list(hide), "uid": uid, "gid": uid, "limits": self.limits.for_worker(),
+        config = {"mode": mode, "uid": uid, "gid": uid, "workdir": str(self.workdir),
+                  "limits": {**self.limits.for_worker(), **{k: getattr(self.limits, k) for k in
+                                                            ("memory_bytes", "home_bytes", "tmp_bytes")
+                                                            if getattr(self.limits, k, None) is not None}},
                   "environment": sandbox_environment(str(self.workdir)), "output_limit": self.limits.output_characters}
         self.zygote = zygote or default_zygote()
         try:
@@ -181,26 +174,40 @@ class Sandbox:
 
     def _finish(self, wait: float) -> None:
         """Collect the child's exit code from the zygote (it is the parent)."""
-        if self.exit_code is None:
-            self.exit_code = self.zygote.status(self.pid, wait)
+        if self.exit_code is None and not self.launcher_died:
+            try:
+                self.exit_code = self.zygote.status(self.pid, wait)
+            except (OSError, ValueError, KeyError, SandboxError):
+                self.launcher_died = True  # the grader's own failure, not the notebook's: worth a retry
 
     def close(self) -> None:
+        """End the sandbox and everything it started (its control group, its PID namespace),
+        then delete its folder however the notebook left it. Never raises."""
         if self.closed:
             return
         self.closed = True
-        self._finish(0)
-        if self.exit_code is None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self._finish(10)
+        try:
+            code = self.zygote.destroy(self.pid)
+            if self.exit_code is None:
+                self.exit_code = code
+        except Exception:  # noqa: BLE001 - the zygote is gone: its children went to init, kill what we can
+            self.launcher_died = True
+            if self.exit_code is None:
+                try:
+                    os.killpg(self.pid, signal.SIGKILL)
+                except OSError:
+                    pass
         for fd in (self.to_child, self.from_child):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        try:
+            from grader.sandbox.isolation import remove_tree
+
+            remove_tree(str(self.workdir))
+        except Exception:  # noqa: BLE001
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- channel -------------------------------------------------------------------------
     def send(self, message: dict, deadline: float | None = None) -> None:
@@ -245,6 +252,8 @@ class Sandbox:
     def _death_reason(self) -> str:
         self._finish(2)
         code = self.exit_code
+        if self.launcher_died:
+            return "the grader's sandbox launcher died (not the notebook's doing)"
         if code is None:
             return "the notebook's process stopped answering"
         if code < 0:
@@ -474,10 +483,20 @@ class Zygote:
         socket.send_fds(self.control, [json.dumps({"op": "status", "pid": pid, "wait": wait}).encode()], [])
         return self._reply()["code"]
 
+    def destroy(self, pid: int):
+        """Kill a sandbox and all it started (control group, PID namespace), reap it; its exit code."""
+        socket.send_fds(self.control, [json.dumps({"op": "destroy", "pid": pid}).encode()], [])
+        return self._reply()["code"]
+
     def close(self) -> None:
-        self.control.close()
-        self.process.kill()
-        self.process.wait()
+        """Stop the zygote; on the closed socket it first destroys the sandboxes it still has."""
+        try:
+            self.replies.close()  # the socket's descriptor stays open while its file object does
+            self.control.close()
+            self.process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
 
 
 _default_zygote: Zygote | None = None

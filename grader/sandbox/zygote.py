@@ -15,6 +15,9 @@ import socket
 import sys
 
 WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell", "torch",
+                "ipykernel.inprocess.ipkernel", "IPython.core.magics", "IPython.core.completer", "IPython.core.oinspect",
+                "IPython.core.application", "IPython.core.completerlib", "tornado.platform.asyncio", "tornado.queues",
+                "tornado.gen", "sqlite3", "bdb", "tracemalloc", "matplotlib_inline.backend_inline",
                 "grader.compare", "grader.numerics", "grader.oracles", "grader.sandbox.protocol", "grader.sandbox.stream",
                 "grader.sandbox.isolation"]
 
@@ -26,12 +29,21 @@ def warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - an optional module; the learner's import will say
             pass
+    from grader.sandbox import isolation
+
+    isolation.plan()  # what the sandboxes may see, computed once and inherited by every fork
+
+
+_exited: dict[int, int] = {}  # children reaped (by a status request) and their exit codes
+_groups: dict[int, list | None] = {}  # each live sandbox's control group folders
 
 
 def wait_for(pid: int, seconds: float):
     """The child's exit code (negative: killed by that signal), or None if still running."""
     import time
 
+    if pid in _exited:
+        return _exited[pid]
     deadline = time.monotonic() + seconds
     while True:
         try:
@@ -39,44 +51,94 @@ def wait_for(pid: int, seconds: float):
         except ChildProcessError:
             return None
         if done:
-            return os.waitstatus_to_exitcode(status)
+            _exited[pid] = os.waitstatus_to_exitcode(status)
+            return _exited[pid]
         if time.monotonic() >= deadline:
             return None
-        time.sleep(0.01)
+        time.sleep(0.005)
+
+
+def destroy(pid: int):
+    """End a sandbox and everything it started; returns its exit code. Never raises.
+
+    With a control group: freeze it, kill all, remove it. Then the sandbox's first process:
+    SIGTERM (a namespace's relay then kills its PID 1, which takes the whole PID namespace
+    with it), SIGKILL to its process group if it is still there a moment later.
+    """
+    from grader.sandbox import cgroup
+
+    paths = _groups.pop(pid, None)
+    try:
+        cgroup.kill(paths)
+        code = wait_for(pid, 0)
+        if pid not in _exited:  # never reaped, so the pid (and its process group) is still ours
+            for sig, wait in ((signal.SIGTERM, 1.0), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(pid, sig) if sig == signal.SIGKILL else os.kill(pid, sig)
+                except OSError:
+                    pass
+                code = wait_for(pid, wait)
+                if code is not None:
+                    break
+        cgroup.remove(paths)
+    except Exception:  # noqa: BLE001 - teardown must not stop the zygote
+        code = _exited.get(pid)
+    _exited.pop(pid, None)
+    return code
+
+
+def fork_sandbox(request: dict, fds: list[int], control: socket.socket) -> int:
+    """Fork a sandbox in a new control group (when the machine allows); returns its pid."""
+    from grader.sandbox import cgroup, worker
+
+    config = request["config"]
+    limits = config.get("limits", {})
+    paths = cgroup.create(limits.get("memory_bytes"), limits.get("processes")) if config.get("cgroup", True) else None
+    config["cgroup"] = paths
+    child = os.fork()
+    if child == 0:
+        try:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.setsid()
+            control.close()
+            os.dup2(fds[0], 0)
+            os.dup2(fds[1], 1)
+            for fd in fds:
+                os.close(fd)
+            os.chdir(request["cwd"])
+            worker.run(config)
+        finally:
+            os._exit(70)
+    _groups[child] = paths
+    _exited.pop(child, None)  # a recycled pid: forget its predecessor
+    return child
 
 
 def serve(control: socket.socket) -> None:
-    from grader.sandbox import worker
-
-    while True:
-        try:
-            message, fds, _, _ = socket.recv_fds(control, 1 << 20, 2)
-        except OSError:
-            return
-        if not message:
-            return
-        request = json.loads(message.decode())
-        if request["op"] == "status":
-            code = wait_for(int(request["pid"]), float(request.get("wait", 0)))
-            control.sendall((json.dumps({"code": code}) + "\n").encode())
-            continue
-        child = os.fork()
-        if child == 0:
+    try:
+        while True:
             try:
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                os.setsid()
-                control.close()
-                os.dup2(fds[0], 0)
-                os.dup2(fds[1], 1)
-                for fd in fds:
-                    os.close(fd)
-                os.chdir(request["cwd"])
-                worker.run(request["config"])
-            finally:
-                os._exit(70)
-        for fd in fds:
-            os.close(fd)
-        control.sendall((json.dumps({"pid": child}) + "\n").encode())
+                message, fds, _, _ = socket.recv_fds(control, 1 << 20, 2)
+            except OSError:
+                return
+            if not message:
+                return
+            request = json.loads(message.decode())
+            if request["op"] == "status":
+                code = wait_for(int(request["pid"]), float(request.get("wait", 0)))
+                control.sendall((json.dumps({"code": code}) + "\n").encode())
+                continue
+            if request["op"] == "destroy":
+                code = destroy(int(request["pid"]))
+                control.sendall((json.dumps({"code": code}) + "\n").encode())
+                continue
+            child = fork_sandbox(request, fds, control)
+            for fd in fds:
+                os.close(fd)
+            control.sendall((json.dumps({"pid": child, "cgroup": bool(_groups.get(child))}) + "\n").encode())
+    finally:  # the grader went away: nothing it started may outlive it
+        for pid in list(_groups):
+            destroy(pid)
 
 
 def main() -> None:

@@ -1,0 +1,97 @@
+"""Operator hazards: `make clean` keeps a class's work; SIGTERM stops every process of a run.
+
+A run interrupted half-way leaves the gradebook consistent, and running the same command
+again grades the whole class.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, subprocess_env
+from tests.test_hostile import ASSIGNMENT, grade, make_course, solution_sources, submission, submit
+
+
+def test_make_clean_removes_only_regenerable_files(tmp_path):
+    shutil.copy2(ROOT / "Makefile", tmp_path / "Makefile")
+    keep = ["submitted/ada/03_backward/03_backward.ipynb", "build/gradebook.db", "autograded/ada/03_backward/x.ipynb",
+            "feedback/ada/03_backward/x.html", "source/03_backward/03_backward.py", "release/03_backward/03_backward.ipynb"]
+    gone = ["build/grading/03_backward/messages.json", "build/grades.csv", "source/03_backward/03_backward.ipynb"]
+    for name in keep + gone:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    subprocess.run(["make", "clean"], cwd=tmp_path, check=True, capture_output=True)
+    assert [n for n in keep if not (tmp_path / n).exists()] == []
+    assert [n for n in gone if (tmp_path / n).exists()] == []
+    subprocess.run(["make", "clean-grading-output"], cwd=tmp_path, check=True, capture_output=True)
+    assert (tmp_path / "submitted/ada/03_backward/03_backward.ipynb").exists() and (tmp_path / "build/gradebook.db").exists()
+    assert not (tmp_path / "autograded").exists() and not (tmp_path / "feedback").exists()
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """pid -> start time of every live descendant of ``pid`` (start time guards against pid reuse)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                parents[int(entry)] = (int(fields[1]), fields[19])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, frontier = {}, [pid]
+    while frontier:
+        current = frontier.pop()
+        for child, (parent, start) in parents.items():
+            if parent == current and child not in found:
+                found[child] = start
+                frontier.append(child)
+    return found
+
+
+def alive(processes: dict[int, str]) -> list[int]:
+    living = []
+    for pid, start in processes.items():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if stat[19] == start and stat[0] != "Z":
+                living.append(pid)
+        except (OSError, IndexError):
+            pass
+    return living
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_stops_every_process_and_a_rerun_completes_the_class(tmp_path):
+    course = make_course(tmp_path)
+    right = solution_sources()
+    slow = "import time\ntime.sleep(3)\n"
+    escape = ("import subprocess, os\nsubprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+              "if os.fork() == 0:\n    os.setsid()\n    time.sleep(300)\n    os._exit(0)\n")
+    for student in ["ada", "bob", "cy", "dee"]:
+        submit(course, student, submission(right, slow + (escape if student == "bob" else "")))
+    command = [sys.executable, "-m", "grader", "grade", ASSIGNMENT, "--root", str(course), "--timeout", "60"]
+    process = subprocess.Popen(command, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    deadline, seen = time.monotonic() + 120, {}
+    while time.monotonic() < deadline and process.poll() is None:
+        seen.update(descendants(process.pid))
+        if any("sleep" in Path(f"/proc/{p}/cmdline").read_text(errors="replace") for p in alive(seen)):
+            break  # bob's escapees are running: a notebook is mid-flight
+        time.sleep(0.2)
+    seen.update(descendants(process.pid))
+    assert process.poll() is None, process.stdout.read()
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 130, output
+    assert "interrupted by SIGTERM" in output
+    time.sleep(1)  # the kernel tears down namespaces asynchronously
+    assert alive(seen) == [], f"still running after SIGTERM: {alive(seen)}\n{output}"
+
+    scores, messages, _ = grade(course, timeout=60)  # the same command again completes the class
+    assert scores == {"ada": 7.0, "bob": 7.0, "cy": 7.0, "dee": 7.0}, messages
