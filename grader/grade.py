@@ -62,6 +62,8 @@ _slot = None
 def _init_slot(counter):
     """Number this worker (its sandbox uid) and warm it: its zygote imports everything once."""
     global _slot
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is for the parent
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
     with counter.get_lock():
         _slot = counter.value
         counter.value += 1
@@ -79,16 +81,21 @@ def _sandbox_uid() -> int:
 
 def _probe(options: dict) -> str | None:
     """Start one sandbox with the class's options: None if it works, else why not (no learner code runs)."""
-    from grader.sandbox.client import Limits, Sandbox, SandboxError
+    from grader.sandbox import client
 
-    try:
-        limits = Limits(**options.get("limits", {}))
-        with Sandbox(**{k: v for k, v in options.items() if k != "limits"}, uid=_sandbox_uid(), limits=limits) as box:
-            if box.run_cell("1 + 1")["error"]:
-                return "a sandbox started but could not run a cell"
-    except SandboxError as error:
-        return str(error)
-    return None
+    problem = None
+    for _ in range(2):  # a zygote that died under us gets one fresh start
+        try:
+            limits = client.Limits(**options.get("limits", {}))
+            with client.Sandbox(**{k: v for k, v in options.items() if k != "limits"}, uid=_sandbox_uid(),
+                                limits=limits) as box:
+                if box.run_cell("1 + 1")["error"]:
+                    return "a sandbox started but could not run a cell"
+            return None
+        except client.SandboxError as error:
+            problem = str(error)
+            client._default_zygote = None
+    return problem
 
 
 def nbgrader_app(root: Path, app_class, argv: list[str]) -> str | None:
