@@ -10,8 +10,14 @@ os.makedirs(build_dir, exist_ok=True)
 c.CourseDirectory.course_id = "layernorm-rmsnorm"
 c.CourseDirectory.root = course_root
 # The percent scripts in source/ hold the solutions and hidden tests: nbgrader copies every
-# non-notebook file of an assignment into release/, so *.py must never be copied.
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.py"]
+# non-notebook file of an assignment into release/, so they must never be copied. Only they
+# are named: nbgrader applies the same list to submissions, and a learner's own helper
+# module (helpers.py beside the notebook) must reach autograded/ like any other file.
+_percent_scripts = sorted(name for name in os.listdir(os.path.join(course_root, "source"))
+                          if os.path.isfile(os.path.join(course_root, "source", name, name + ".py"))
+                          ) if os.path.isdir(os.path.join(course_root, "source")) else []
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback",
+                            *(name + ".py" for name in _percent_scripts)]
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(build_dir, "gradebook.db")
 
 # The stub a learner sees in place of each solution.

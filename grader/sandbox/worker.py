@@ -56,8 +56,8 @@ class Worker:
     The kernel is ipykernel's own (``InProcessKernel`` and its ``ZMQInteractiveShell``): the same
     magics (``%matplotlib``, ``%timeit``, ``%%capture``, ``!cmd``...), display publisher, inline
     matplotlib backend and ``get_ipython().kernel`` as under ``nbgrader autograde``. What it
-    publishes becomes nbformat outputs (``Worker.Outputs``); no socket is opened and no kernel
-    object holds the grader's channel.
+    publishes becomes nbformat outputs (``Worker.Outputs``): no network socket is opened (its event
+    loop's wake-up socketpair is a Unix one) and no kernel object holds the worker or its channel.
     """
 
     MAX_OUTPUTS = 90  # outputs kept per cell (the trusted side keeps at most 100)
@@ -136,6 +136,8 @@ class Worker:
         import inspect  # noqa: F401
         import json  # noqa: F401
         import pwd
+        import select  # noqa: F401
+        import time  # noqa: F401
         import traceback  # noqa: F401
         import tracemalloc  # noqa: F401
 
@@ -193,11 +195,10 @@ class Worker:
             return
         except OSError:
             pass
+        from IPython.utils.process import get_output_error_code
+        from IPython.utils.text import LSString, SList
 
         def getoutput(cmd, split=True, depth=0):
-            from IPython.utils.process import get_output_error_code
-            from IPython.utils.text import LSString, SList
-
             if cmd.rstrip().endswith("&"):
                 raise OSError("Background processes not supported.")
             out, err, code = get_output_error_code(shell.var_expand(cmd, depth=depth + 1))
@@ -356,7 +357,9 @@ class Worker:
         @staticmethod
         def _display_id(content: dict):
             transient = content.get("transient")
-            return str(transient.get("display_id"))[:200] if type(transient) is dict and "display_id" in transient else None
+            if type(transient) is dict and "display_id" in transient:
+                return str(transient["display_id"])[:200]
+            return None
 
         def _cap(self, value) -> str:
             """A text field within ``text_limit`` characters, a note saying how much was cut included."""
@@ -491,8 +494,8 @@ class Worker:
         @staticmethod
         def _torch_module_name(args) -> str:
             kind = type(args[0]) if args else object
-            public = next((c for c in kind.__mro__ if c.__module__.startswith("torch.nn") and not c.__name__.startswith("_")),
-                          kind)
+            public = next((c for c in kind.__mro__
+                           if c.__module__.startswith("torch.nn") and not c.__name__.startswith("_")), kind)
             return f"torch.nn.{public.__name__}"
 
         def wire(self, original, label):

@@ -115,6 +115,11 @@ for kind, name in [("batch", "BatchNorm"), ("layer", "LayerNorm")]:
 # token of shape `(d,)`, with `gamma` and `beta` of shape `(d,)`. Return an array shaped like `x`.
 # Do not modify `x`.
 #
+# In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
+# `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
+# that exercise. Comparing with them in other cells is fine.
+#
 # *Hint:* reduce with `axis=-1, keepdims=True`, so the statistics have shape `(..., 1)` and
 # broadcast against `x`.
 

@@ -106,6 +106,12 @@ for eps in (0.0, 1e-5):
 #
 # Write `centering_matrix(d)` returning the `(d, d)` float64 matrix $\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$.
 #
+# In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
+# `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
+# that exercise. The `norm` handed to `invariance_gap` is yours to call, and comparing with the library in
+# other cells is fine.
+#
 # *Hint:* `np.eye(d)` and `np.ones((d, d))`. Careful: for two 1-D arrays, `np.ones(d) @ np.ones(d)`
 # is their inner product, the number $d$; the outer product $\mathbf 1\mathbf 1^\top$ is
 # `np.outer(np.ones(d), np.ones(d))`.

@@ -147,6 +147,11 @@ print("d(s)/dx:       finite differences", np.array(numeric_ds), " formula x_hat
 # `(d, d)` matrix $\partial\hat{\mathbf x}/\partial\mathbf x$ of LayerNorm *without* gain and
 # shift. Use float64 throughout (the input is float64).
 #
+# In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
+# `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
+# that exercise. Comparing with them in other cells is fine.
+#
 # *Hint:* `np.eye(d)`, `np.ones((d, d)) / d` and `np.outer(a, b)` build the three terms.
 
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_jacobian", "locked": false, "schema_version": 3, "solution": true, "task": false}

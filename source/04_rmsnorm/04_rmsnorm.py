@@ -88,6 +88,11 @@ print("LayerNorm x_hat =", x_hat_ln, f"  sum = {x_hat_ln.sum():.1e}  sum of squa
 # - $\epsilon$ goes inside the square root.
 # - Return an array of the same shape **and dtype** as `x`: float64 in, float64 out; float32 in,
 #   float32 out. (Computing the statistics in a wider type and casting back is fine.)
+#
+# In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
+# `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
+# that exercise. Comparing with them in other cells is fine.
 
 # %% nbgrader={"grade": false, "grade_id": "rms_norm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def rms_norm(x, gamma, eps=1e-6):

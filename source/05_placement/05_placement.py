@@ -97,6 +97,12 @@ QUICK = bool(os.environ.get("NBGRADER_EXECUTION"))
 #
 # The checks pass you recording versions of `F` and `norm` that log every call, then tell you
 # which composition your code actually built.
+#
+# In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
+# `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
+# that exercise. The `F` and `norm` you are given are yours to call, and comparing with the library in
+# other cells is fine.
 
 # %% nbgrader={"grade": false, "grade_id": "residual_sublayer", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def residual_sublayer(x, F, norm, mode):

@@ -240,6 +240,11 @@ plt.show()
 # `np.mean(x)`, `x.sum()`, `x - m`), and memory that grows with the data (a list of the
 # elements kept for later).
 #
+# In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
+# `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
+# that exercise. Comparing with them in other cells is fine.
+#
 # *Hint:* three variables and one loop; convert at the end with `float(...)`.
 
 # %% nbgrader={"grade": false, "grade_id": "welford_mean_var", "locked": false, "schema_version": 3, "solution": true, "task": false}
