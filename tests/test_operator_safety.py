@@ -95,3 +95,16 @@ def test_sigterm_stops_every_process_and_a_rerun_completes_the_class(tmp_path):
 
     scores, messages, _ = grade(course, timeout=60)  # the same command again completes the class
     assert scores == {"ada": 7.0, "bob": 7.0, "cy": 7.0, "dee": 7.0}, messages
+
+
+@pytest.mark.slow
+def test_when_no_sandbox_can_start_nothing_is_scored(tmp_path):
+    """An isolation level that cannot be had stops the run before any notebook executes."""
+    course = make_course(tmp_path)
+    submit(course, "ada", submission(solution_sources()))
+    env = {**subprocess_env(), "LNCOURSE_ISOLATION": "no-such-level"}
+    result = subprocess.run([sys.executable, "-m", "grader", "grade", ASSIGNMENT, "--root", str(course)], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "no sandbox could start" in result.stderr and "Nothing was scored" in result.stderr
+    assert not (course / "build" / "grades.csv").exists()
