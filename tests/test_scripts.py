@@ -7,6 +7,7 @@ import pytest
 from tests.conftest import ASSIGNMENTS, ROOT, subprocess_env
 
 
+@pytest.mark.slow  # notebook execution tier: each script imports torch and runs every check
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_source_script_runs_with_solutions(assignment, tmp_path):
     script = ROOT / "source" / assignment / f"{assignment}.py"
