@@ -1,14 +1,15 @@
 """``python -m grader grade ASSIGNMENT``: grade a whole class safely and in parallel.
 
-1. mirror   Copy submitted/*/ASSIGNMENT into build/grading/ (submitted/ is never written),
-            and check every notebook file: a file that is not a notebook is replaced there
-            by the blank release (zero points) and the learner gets a message saying why.
+1. intake   Copy submitted/*/ASSIGNMENT into build/grading/ (submitted/ is never written):
+            any bytes become a repaired notebook or the blank release plus a message
+            (grader.intake); the learner's other files follow, vetted.
 2. sanitise nbgrader restores locked and test cells from the gradebook (per learner: one
             broken submission cannot stop the others).
 3. execute  In parallel (--jobs), each notebook runs in its own sandbox; test cells run in
             the trusted grader with the learner's functions as proxies (grader.execute).
-4. record   nbgrader saves the scores in the gradebook (this process is its only writer);
-            a worker writes the learner's feedback (hidden tests removed); a CSV follows.
+4. record   nbgrader saves the scores in the gradebook (this process is its only writer),
+            from validated results only (grader.results: fail closed); a worker writes the
+            learner's feedback (hidden tests removed, grading notes on top); a CSV follows.
 
 Steps 2-4 are pipelined per learner, so the serial nbgrader steps overlap the execution.
 """
