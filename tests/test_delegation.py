@@ -85,6 +85,14 @@ DELEGATING = {
                                   "grader.oracles.layer_norm"),
     "grader.numerics via grader.compare": ("from grader.compare import relative_error\n"
                                            "    return relative_error(x, x)", "grader.numerics.relative_error"),
+    # doors around the Python-level wires: torch's dispatcher still sees the kernel
+    "torch.ops.aten": ("return torch.ops.aten.native_layer_norm(torch.from_numpy(x), [x.shape[-1]], None, None, "
+                       "1e-5)[0].numpy()", "torch.ops.aten.native_layer_norm"),
+    "an unwrapped original": ("original = getattr(torch.layer_norm, '__wrapped__', None) or torch._C._VariableFunctions"
+                              ".layer_norm\n    return original(torch.from_numpy(x), (x.shape[-1],)).numpy()",
+                              "torch.ops.aten.native_layer_norm"),
+    "torch._C var_mean": ("var, mean = torch._C._VariableFunctions.var_mean(torch.from_numpy(x), dim=-1, correction=0)\n"
+                          "    return (mean.numpy(), var.numpy())", "torch.ops.aten.var_mean"),
 }
 
 

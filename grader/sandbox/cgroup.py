@@ -9,7 +9,10 @@ every process the notebook starts, however it starts them, so
   its pool workers and the zygote stay outside and are never chosen;
 - ``pids``: the group's number of tasks has a ceiling (a fork bomb stops there);
 - ``freezer``: teardown freezes the group, kills everything in it, thaws and removes it,
-  so nothing the notebook started outlives it.
+  so nothing the notebook started outlives it;
+- ``cpu`` (v1, where mounted): the group's CPU time is capped at one core, so a notebook
+  that spins up hundreds of busy processes slows only itself, not a classmate's notebook
+  running beside it.
 
 The zygote (root, outside every sandbox's group) creates the group before it forks the
 sandbox; the sandbox joins it as its first act, before it can run any learner code.
@@ -27,7 +30,9 @@ import signal
 import time
 
 PREFIX = "lncourse-"
-V1_CONTROLLERS = ("memory", "pids", "freezer")
+V1_CONTROLLERS = ("memory", "pids", "freezer", "cpu")
+CPU_PERIOD_US = 100_000
+SANDBOX_CPUS = 1  # a sandbox's whole tree gets at most one core: a spinning fork bomb cannot starve its neighbours
 _counter = 0
 
 
@@ -134,6 +139,9 @@ def _create_v1(mounts: dict, own: dict, name: str, memory_bytes: int, processes:
                     _write(os.path.join(path, "memory.memsw.limit_in_bytes"), str(memory_bytes))  # no swap either
             elif controller == "pids":
                 _write(os.path.join(path, "pids.max"), str(processes))
+            elif controller == "cpu" and os.path.exists(os.path.join(path, "cpu.cfs_quota_us")):
+                _write(os.path.join(path, "cpu.cfs_period_us"), str(CPU_PERIOD_US))
+                _write(os.path.join(path, "cpu.cfs_quota_us"), str(CPU_PERIOD_US * SANDBOX_CPUS))
         return created
     except OSError:
         for path in reversed(created):

@@ -432,15 +432,57 @@ class Worker:
         def __init__(self, functions: dict, modules: dict, packages: tuple, spared: tuple):
             self.functions, self.modules, self.packages, self.spared = functions, modules, packages, spared
             self.calls = None  # names called since start(), or None: not recording
+            self.dispatch = None  # the dispatch-mode recorder of the current call
             self.depth = 0
             self.wires = {}  # id(original) -> (original, wrapper)
 
+        # What those library calls become in torch's dispatcher, whichever door they came through
+        # (torch.ops.aten, torch._C, an unwrapped original): seen by a dispatch mode during the call.
+        DISPATCHED = {"native_layer_norm", "native_layer_norm_backward", "native_batch_norm",
+                      "native_batch_norm_backward", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+                      "native_group_norm", "native_group_norm_backward", "var_mean", "_fused_rms_norm",
+                      "_fused_rms_norm_backward"}
+
         def start(self) -> None:
             self.calls, self.depth = [], 0
+            self.dispatch = self._dispatch_recorder()
+            if self.dispatch is not None:
+                self.dispatch.__enter__()
 
         def stop(self) -> list[str]:
             calls, self.calls = self.calls or [], None
+            if self.dispatch is not None:
+                try:
+                    self.dispatch.__exit__(None, None, None)
+                except Exception:  # noqa: BLE001 - the learner's code left torch's mode stack in a mess
+                    calls = calls or ["torch (its dispatch mode stack was tampered with)"]
+                seen, self.dispatch = self.dispatch.seen, None
+                if not calls and seen:
+                    calls = [f"torch.ops.aten.{name}" for name in seen]
             return calls
+
+        def _dispatch_recorder(self):
+            """A torch dispatch mode that notes the norms' kernels, or None when torch is not loaded."""
+            if "torch" not in sys.modules:
+                return None
+            try:
+                from torch.utils._python_dispatch import TorchDispatchMode
+            except ImportError:
+                return None
+            watched = self.DISPATCHED
+
+            class Recorder(TorchDispatchMode):
+                def __init__(self):
+                    super().__init__()
+                    self.seen = []
+
+                def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                    name = getattr(getattr(func, "overloadpacket", None), "__name__", "")
+                    if name in watched and name not in self.seen:
+                        self.seen.append(name)
+                    return func(*args, **(kwargs or {}))
+
+            return Recorder()
 
         def wants(self, name: str) -> bool:
             if name in self.functions or name in self.modules:
@@ -524,6 +566,7 @@ class Worker:
                 finally:
                     recorder.depth -= 1
 
+            del tripwire.__wrapped__  # no handle to the original for the learner's code
             setattr(tripwire, self.MARK, True)
             self.wires[id(original)] = (original, tripwire)
             return tripwire
