@@ -395,3 +395,25 @@ def test_unprivileged_instructor():
 
 if __name__ == "__main__" and "--unprivileged" in sys.argv:
     unprivileged_main()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="namespaces")
+def test_packages_that_live_under_tmp_stay_visible(scratch, tmp_path, monkeypatch):
+    """A checkout (and its venv) under /tmp, as CI's may be: the private /tmp must not cover them."""
+    assert str(tmp_path).startswith("/tmp/") or str(tmp_path).startswith(tempfile.gettempdir())
+    os.chmod(tmp_path, 0o755)
+    for parent in tmp_path.parents:
+        if str(parent).startswith(tempfile.gettempdir() + "/"):
+            os.chmod(parent, os.stat(parent).st_mode | 0o011)
+    shutil.copytree(ROOT / "grader", tmp_path / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+    Path(tmp_path, "grader", "MARKER_UNDER_TMP").write_text("here")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    zygote = client.Zygote()
+    try:
+        with client.Sandbox(mode="auto", uid=SLOT_UID, scratch=scratch, zygote=zygote) as box:
+            seen = run_json(box, "import json, grader, os\n"
+                                 "print(json.dumps([grader.__file__, os.path.exists(os.path.join("
+                                 "os.path.dirname(grader.__file__), 'MARKER_UNDER_TMP'))]))")
+    finally:
+        zygote.close()
+    assert seen == [str(tmp_path / "grader" / "__init__.py"), True]

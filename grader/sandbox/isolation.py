@@ -348,6 +348,10 @@ def build_root(config: dict, uid: int, gid: int, owner: tuple[int, int] | None) 
     base = _base_folder()
     _mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
     root = _Root(base, uid, gid)
+    # The private /tmp first: an allowed path may live under /tmp (a checkout and its venv there),
+    # and its bind must land inside this tmpfs, not under it.
+    tmp_bytes = int(limits.get("tmp_bytes") or DEFAULT_TMP_BYTES)
+    root.tmpfs("/tmp", f"size={tmp_bytes},nr_inodes=65536,mode=1777", 0o1777)
     for kind, source, target, is_dir in sources:
         if kind == "symlink":
             os.symlink(source, root.path(target))
@@ -385,8 +389,6 @@ def build_root(config: dict, uid: int, gid: int, owner: tuple[int, int] | None) 
     except OSError as error:
         raise IsolationError(f"cannot mount the sandbox's /proc ({error})") from None
 
-    tmp_bytes = int(limits.get("tmp_bytes") or DEFAULT_TMP_BYTES)
-    root.tmpfs("/tmp", f"size={tmp_bytes},nr_inodes=65536,mode=1777", 0o1777)
     home_bytes = int(limits.get("home_bytes", DEFAULT_HOME_BYTES) or 0)
     if home_bytes:
         home = root.tmpfs(HOME, f"size={home_bytes},nr_inodes=65536,mode=700,uid={uid},gid={gid}", 0o700)
