@@ -444,9 +444,9 @@ for key, label in labels.items():
 # Three variants of "RMSNorm" are common, and porting weights between them without noticing gives
 # outputs that are wrong by a little or by a lot.
 #
-# **Gemma's gain.** Gemma multiplies by $(\mathbf 1+oldsymbol\gamma)$ and initialises $oldsymbol\gamma$
-# at zero. With $\mathbf w=\mathbf 1+oldsymbol\gamma$ it is the same function; what changes is the
-# point weight decay pulls towards: zero for $oldsymbol\gamma$, so a gain of one, instead of a gain of
+# **Gemma's gain.** Gemma multiplies by $(\mathbf 1+\boldsymbol\gamma)$ and initialises $\boldsymbol\gamma$
+# at zero. With $\mathbf w=\mathbf 1+\boldsymbol\gamma$ it is the same function; what changes is the
+# point weight decay pulls towards: zero for $\boldsymbol\gamma$, so a gain of one, instead of a gain of
 # zero for a plain $\mathbf w$. (Other models drop parameters altogether: OLMo's first release used a
 # LayerNorm with no learned gain or shift, and PaLM removed every bias from its norms and dense layers.)
 
