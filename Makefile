@@ -4,7 +4,6 @@
 #   make grade ASSIGNMENT=03_backward            grade submitted/*/ASSIGNMENT
 #   make bench   widget latency                  make bench-grade   grading speed
 #   make clean   regenerable files only: never submitted/, autograded/, feedback/ or the gradebook
-#   make clean-grading-output   autograded/ and feedback/ (a new `make grade` writes them again)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -12,7 +11,7 @@ STAMP := $(VENV)/.installed
 ASSIGNMENT ?= 03_backward
 LAB_ARGS ?=
 
-.PHONY: lab test build grade bench bench-grade clean clean-grading-output
+.PHONY: lab test build grade bench bench-grade clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +44,3 @@ bench-grade: $(STAMP)
 # grades). Nothing here ever deletes either.
 clean:
 	rm -rf build/grading build/grades.csv source/*/*.ipynb .pytest_cache test-artifacts
-
-clean-grading-output:
-	rm -rf autograded feedback
