@@ -28,7 +28,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from grader.build import course_root, tool_environment
-from grader.intake import mirror_submission
+from grader.intake import expected_notebooks, mirror_submission
 from grader.terminal import printable
 
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per parallel slot when grading as root
@@ -40,11 +40,7 @@ def load_config(root: Path):
     return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
 
 
-def assignment_notebooks(root: Path, assignment: str) -> list[str]:
-    return sorted(p.stem for p in (root / "source" / assignment).glob("*.ipynb"))
-
-
-def sandbox_options(root: Path, work: Path, config, cell_seconds: float = 120.0) -> dict:
+def sandbox_options(work: Path, cell_seconds: float = 120.0) -> dict:
     """How each notebook's sandbox is confined; the uid is added per worker (``_execute_task``).
 
     Nothing of the machine needs listing here: the sandbox's root is an allow-list (the Python
@@ -184,9 +180,9 @@ class GradingRun:
         self.work = root / "build" / "grading" / assignment
         self.started = time.monotonic()
         self.config = load_config(root)
-        self.notebooks = assignment_notebooks(root, assignment)
+        self.notebooks = expected_notebooks(root, assignment)
         self.submitted_dir = os.path.relpath(self.work / "submitted", root)
-        self.options = sandbox_options(root, self.work, self.config, cell_seconds)
+        self.options = sandbox_options(self.work, cell_seconds)
         if notebook_seconds:
             self.options["limits"]["notebook_seconds"] = notebook_seconds
         self.messages: dict[str, list[str]] = {}
