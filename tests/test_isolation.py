@@ -192,8 +192,10 @@ def check_visibility(report: dict) -> None:
     assert about["grader"].startswith(str(ROOT / "grader")) and about["normlab"].startswith(str(ROOT / "normlab"))
     assert int(about["caps"], 16) == 0, "learner code runs without capabilities"
     assert set(about["accounts"]) <= {"root", "learner", "nobody", "nogroup"}, "no names of the machine's users"
+    # the system's top-level folders, plus the first folder on the way to the checkout and the Pythons (/work, /check…)
+    installation = {Path(p).resolve().parts[1] for p in (ROOT, sys.prefix, sys.base_prefix)}
     assert set(about["root"]) <= {"bin", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "proc", "root",
-                                  "sbin", "tmp", "usr", "work"}, about["root"]
+                                  "sbin", "tmp", "usr", *installation}, about["root"]
     assert "written.txt" not in report["workdir_after_write"], "the notebook's writes stay in its own tmpfs"
 
 
