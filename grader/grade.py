@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import time
 import warnings
@@ -40,17 +41,46 @@ def load_config(root: Path):
     return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
 
 
-def sandbox_options(work: Path, cell_seconds: float = 120.0) -> dict:
+DEFAULT_EXCHANGE = "/srv/nbgrader/exchange"  # nbgrader's Exchange.root default
+
+
+def secret_folders(root: Path) -> list[str]:
+    """The course and every nbgrader exchange any configuration names, for the sandbox to cover.
+
+    nbgrader reads nbgrader_config.py from each of Jupyter's config folders (JUPYTER_CONFIG_PATH,
+    ~/.jupyter, the environment's and the system's etc/jupyter) and the course; a hub usually
+    sets Exchange.root globally. Every value found is hidden, not only the one that wins.
+    """
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config.loader import PyFileConfigLoader
+
+    found = [str(root), DEFAULT_EXCHANGE]
+    for folder in [*jupyter_config_path(), str(root), os.getcwd()]:
+        if not os.path.isfile(os.path.join(folder, "nbgrader_config.py")):
+            continue
+        try:
+            config = PyFileConfigLoader("nbgrader_config.py", path=folder).load_config()
+        except Exception:  # noqa: BLE001 - nbgrader itself only warns about a broken config file
+            continue
+        for section in ("Exchange", "CourseDirectory"):
+            value = config.get(section, {}).get("root")
+            if isinstance(value, str) and value:
+                found.append(os.path.abspath(os.path.expanduser(value)))
+    return list(dict.fromkeys(found))
+
+
+def sandbox_options(work: Path, cell_seconds: float = 120.0, hidden: list[str] = ()) -> dict:
     """How each notebook's sandbox is confined; the uid is added per worker (``_execute_task``).
 
-    Nothing of the machine needs listing here: the sandbox's root is an allow-list (the Python
-    installation, the course packages, the system; ``grader.sandbox.isolation``), so the course
-    root, build/, the exchange and any other checkout are out of its sight wherever they are.
+    The sandbox's root is an allow-list (the Python installation, the course packages, the
+    system; ``grader.sandbox.isolation``), so the course root, build/, the exchange and any other
+    checkout are out of its sight; ``hidden`` (``secret_folders``) covers them even where they
+    lie inside an allowed folder.
     ``LNCOURSE_ISOLATION`` (auto, user, userns, basic) can only ask for basic explicitly;
     anything else is enforced or the sandbox refuses to start.
     """
     return {"mode": os.environ.get("LNCOURSE_ISOLATION", "auto"), "scratch": str(work / "sandboxes"),
-            "limits": {"cell_seconds": cell_seconds}}
+            "limits": {"cell_seconds": cell_seconds}, "hidden": list(hidden)}
 
 
 _slot = None
@@ -182,7 +212,7 @@ class GradingRun:
         self.config = load_config(root)
         self.notebooks = expected_notebooks(root, assignment)
         self.submitted_dir = os.path.relpath(self.work / "submitted", root)
-        self.options = sandbox_options(self.work, cell_seconds)
+        self.options = sandbox_options(self.work, cell_seconds, secret_folders(root))
         if notebook_seconds:
             self.options["limits"]["notebook_seconds"] = notebook_seconds
         self.messages: dict[str, list[str]] = {}
@@ -192,6 +222,7 @@ class GradingRun:
         self.waiting: list[dict] = []  # tasks sanitised before the probe answered
         self.seconds: dict = {}
         self.timings = {"sanitise": 0.0, "record": 0.0}
+        self.unfinished: set[str] = set()  # learners whose grade or feedback the grader itself failed to write
         self.isolation, self.finished, self.total = None, 0, 0
         self.counter = multiprocessing.Value("i", 0)
         self.pool = self._new_pool()
@@ -341,6 +372,7 @@ class GradingRun:
                       str(self.work / "results"), notes=self.messages[student])
         except Exception as error:  # noqa: BLE001
             self.messages[student].append(f"recording the grade failed: {type(error).__name__}: {str(error)[:300]}")
+            self.unfinished.add(student)
         self.timings["record"] += time.monotonic() - phase_started
         self.write_messages()
         future = self.pool.submit(_feedback_task, (str(self.root), self.assignment, student))
@@ -383,16 +415,32 @@ class GradingRun:
             del self.feedback[future]
             if problem:
                 self.messages[student].append(problem)
+                self.unfinished.add(student)
         self.write_messages()
         self.timings["feedback done at"] = time.monotonic() - self.started
         return None
+
+
+def exposure_warning(root: Path) -> str | None:
+    """A warning when other users of the machine can enter the course directory.
+
+    On a shared server that lets students read source/ (the hidden tests), everyone's
+    submissions and the gradebook, and nbgrader collect leaves submitted/ folders 0777.
+    """
+    if any(not folder.stat().st_mode & stat.S_IXOTH for folder in (root, *root.parents)):
+        return None  # a folder on the way (a private home) keeps everyone else out
+    mode = root.stat().st_mode
+    return (f"warning: other users of this machine can enter the course directory {printable(str(root), 200)} "
+            f"(mode {stat.S_IMODE(mode):o}): on a shared server students could read source/, submitted/ and the "
+            "gradebook. `chmod 700` it (docs/instructors.md).")
 
 
 def grade(assignment: str, root: Path | None = None, csv_path: Path | None = None, jobs: int | None = None,
           cell_seconds: float = 120.0, notebook_seconds: float | None = None) -> int:
     """Grade every submission of ``assignment``; returns an exit code (0 even if submissions fail).
 
-    Exit code 2: no sandbox could start (nothing executed, nobody scored); 130: interrupted
+    Exit code 2: no sandbox could start (nothing executed, nobody scored); 3: the grader itself
+    failed to write some learners' grade or feedback (named on stderr); 130: interrupted
     (the gradebook holds every learner recorded so far; running again completes the class).
     """
     # nbgrader's own add_submission trips this SQLAlchemy warning on every new learner; it is noise.
@@ -400,6 +448,9 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     root = Path(root or course_root()).resolve()
     os.environ["PATH"] = tool_environment()["PATH"]  # nbgrader's gradebook runs `alembic` by name
     csv_path = Path(csv_path or root / "build" / "grades.csv")
+    exposure = exposure_warning(root)
+    if exposure:
+        print(exposure, file=sys.stderr)
     students = sorted(p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir())
     if not students:
         print(f"no submissions found under {root / 'submitted'}/*/{assignment}", file=sys.stderr)
@@ -455,6 +506,11 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     print(f"isolation: {mode}; {len(run.seconds)} notebooks with {run.jobs} jobs; median {median:.1f}s per notebook; "
           + ", ".join(f"{name} {value:.1f}s" for name, value in run.timings.items()))
     print_scores(csv_path, assignment, run.messages)
+    if run.unfinished:
+        names = ", ".join(printable(s, 60) for s in sorted(run.unfinished)[:20])
+        print(f"the grader could not finish {len(run.unfinished)} learner(s) ({names}): no grade or no feedback was "
+              "written for them; see their notes above, fix the cause and run the same command again.", file=sys.stderr)
+        return 3
     return 0
 
 

@@ -12,6 +12,7 @@ Both run in the trusted grading process; submissions never touch the gradebook.
 from __future__ import annotations
 
 import html
+import stat
 from pathlib import Path
 
 import nbformat
@@ -147,6 +148,12 @@ class IsolatedAutograde(Autograde):
         name = Path(notebook_filename).name
         self._source_notebook = str(Path(self.source_notebook_dir) / name) if self.source_notebook_dir else ""
         self._init_preprocessors()
+        if self.phase == "record":
+            # The sanitise phase left nbgrader's read-only (0444) notebook, rewritten here in place:
+            # root writes it anyway, an instructor who is not root must make it writable first
+            # (nbgrader's set_permissions makes it 0444 again afterwards).
+            path = Path(notebook_filename)
+            path.chmod(path.stat().st_mode | stat.S_IWUSR)
         BaseConverter.convert_single_notebook(self, notebook_filename)
 
 

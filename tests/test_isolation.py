@@ -422,3 +422,52 @@ def test_packages_that_live_under_tmp_stay_visible(scratch, tmp_path, monkeypatc
     finally:
         zygote.close()
     assert seen == [str(tmp_path / "grader" / "__init__.py"), True]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="namespaces")
+def test_secret_folders_inside_an_allowed_path_stay_hidden(scratch, tmp_path, monkeypatch):
+    """An exchange (or course) inside a folder the sandbox must show, e.g. /usr/local/share or a
+    sys.path entry: the folder stays usable, the secret one is covered."""
+    os.chmod(tmp_path, 0o755)
+    for parent in tmp_path.parents:
+        if str(parent).startswith(tempfile.gettempdir() + "/"):
+            os.chmod(parent, os.stat(parent).st_mode | 0o011)
+    Path(tmp_path, "public.txt").write_text("PUBLIC")
+    inbound = tmp_path / "exchange" / "course" / "inbound" / "classmate+03_backward+2026"
+    inbound.mkdir(parents=True)
+    (inbound / "03_backward.ipynb").write_text("EXCHANGE-SECRET")
+    for folder in [tmp_path / "exchange", *inbound.relative_to(tmp_path / "exchange").parents]:
+        os.chmod(tmp_path / "exchange" / folder, 0o755)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # a sys.path entry: bound into every sandbox
+    zygote = client.Zygote()
+    try:
+        with client.Sandbox(mode="auto", uid=SLOT_UID, scratch=scratch, zygote=zygote,
+                            hidden=[str(tmp_path / "exchange")]) as box:
+            seen = run_json(box, PROBE % [str(tmp_path / "public.txt"), str(tmp_path / "exchange"), str(inbound),
+                                          str(inbound / "03_backward.ipynb")])
+            # the cover cannot be lifted or written from inside
+            lifted = text_of(box.run_cell(
+                f"import subprocess\nr = subprocess.run(['umount', {str(tmp_path / 'exchange')!r}], capture_output=True)\n"
+                f"print(r.returncode != 0 and not __import__('os').access({str(inbound)!r}, __import__('os').F_OK))"))
+    finally:
+        zygote.close()
+    assert seen[str(tmp_path / "public.txt")] == "VISIBLE: 'PUBLIC'", seen
+    hidden = {path: outcome for path, outcome in seen.items() if "public" not in path}
+    assert all(outcome.startswith("hidden") for outcome in hidden.values()), seen
+    assert lifted.strip() == "True"
+
+
+def test_every_exchange_any_nbgrader_config_names_is_hidden(tmp_path, monkeypatch):
+    from grader.grade import DEFAULT_EXCHANGE, secret_folders
+
+    (tmp_path / "global").mkdir()
+    (tmp_path / "global" / "nbgrader_config.py").write_text("c = get_config()\nc.Exchange.root = '/opt/hub/exchange'\n")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "nbgrader_config.py").write_text("this is not python\n")
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "nbgrader_config.py").write_text("c = get_config()\nc.Exchange.root = 'exchange-here'\n")
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", os.pathsep.join([str(tmp_path / "broken"), str(tmp_path / "global")]))
+    monkeypatch.chdir(course)
+    found = secret_folders(course)
+    assert {str(course), DEFAULT_EXCHANGE, "/opt/hub/exchange", str(course / "exchange-here")} <= set(found), found

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -109,3 +110,24 @@ def test_when_no_sandbox_can_start_nothing_is_scored(tmp_path):
     assert result.returncode == 2, result.stdout + result.stderr
     assert "no sandbox could start" in result.stderr and "Nothing was scored" in result.stderr
     assert not (course / "build" / "grades.csv").exists()
+
+
+def test_a_course_directory_others_can_enter_is_pointed_out():
+    from grader.grade import exposure_warning
+
+    home = Path(tempfile.mkdtemp(prefix="lncourse-test-home-"))  # under /tmp: every folder above lets others in
+    try:
+        home.chmod(0o755)
+        course = home / "course"
+        course.mkdir()
+        course.chmod(0o700)
+        assert exposure_warning(course) is None
+        course.chmod(0o755)
+        warning = exposure_warning(course)
+        assert warning and "mode 755" in warning and "chmod 700" in warning
+        course.chmod(0o701)  # entering without listing still reaches source/ by name
+        assert exposure_warning(course)
+        home.chmod(0o700)  # a private home around it keeps everyone out
+        assert exposure_warning(course) is None
+    finally:
+        shutil.rmtree(home)

@@ -131,7 +131,8 @@ class Sandbox:
     """One confined learner process. Use as a context manager."""
 
     def __init__(self, mode: str = "auto", uid: int = 65534, limits: Limits | None = None,
-                 scratch: Path | None = None, zygote: "Zygote | None" = None, files: str | None = None):
+                 scratch: Path | None = None, zygote: "Zygote | None" = None, files: str | None = None,
+                 hidden: list[str] | tuple[str, ...] = ()):
         self.limits = limits or Limits()
         self.cell_deadline = self.notebook_deadline = None
         self.launcher_died = False
@@ -146,7 +147,8 @@ class Sandbox:
                   "limits": {**self.limits.for_worker(), **{k: getattr(self.limits, k) for k in
                                                             ("memory_bytes", "home_bytes", "tmp_bytes")
                                                             if getattr(self.limits, k, None) is not None}},
-                  "environment": sandbox_environment(str(self.workdir)), "output_limit": self.limits.output_characters}
+                  "environment": sandbox_environment(str(self.workdir)), "output_limit": self.limits.output_characters,
+                  "hidden": [str(p) for p in hidden]}
         self.zygote = zygote or default_zygote()
         try:
             self.pid, self.to_child, self.from_child = self.zygote.spawn(config, str(self.workdir))

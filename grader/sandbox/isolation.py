@@ -344,6 +344,7 @@ def build_root(config: dict, uid: int, gid: int, owner: tuple[int, int] | None) 
     devices = [(name, _open_path(f"/dev/{name}")) for name in DEVICES
                if os.path.exists(f"/dev/{name}") and stat.S_ISCHR(os.stat(f"/dev/{name}").st_mode)]
     work_fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    secrets = [real for real in map(os.path.realpath, config.get("hidden", [])) if os.path.isdir(real)]
 
     base = _base_folder()
     _mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
@@ -359,6 +360,14 @@ def build_root(config: dict, uid: int, gid: int, owner: tuple[int, int] | None) 
             root.bind(source, target, is_dir)
         if kind == "bind":
             os.close(source)
+
+    # Folders the grader names secret (nbgrader's exchange, the course) stay hidden even where
+    # they lie inside an allowed folder (an exchange under /usr/local/share, a course around the
+    # venv's site-packages): an empty, read-only tmpfs that no one may list covers each.
+    for real in secrets:
+        if any(_inside(real, m) for m in root.mounted):
+            _mount("tmpfs", root.path(real), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+                   "size=4k,nr_inodes=2,mode=000")
 
     for name, text in _private_accounts(uid, gid).items():
         if os.path.isfile(root.path(f"/etc/{name}")) and not os.path.islink(root.path(f"/etc/{name}")):
@@ -485,7 +494,8 @@ def apply(config: dict) -> dict:
     """Confine this process as ``config`` asks; returns what was done. Raises IsolationError or
     OSError when the isolation asked for cannot be had (the sandbox must then not start).
 
-    config: mode, uid, gid, limits, workdir, cgroup (folders to join), readonly (extra paths).
+    config: mode, uid, gid, limits, workdir, cgroup (folders to join), readonly (extra paths),
+    hidden (folders covered even inside an allowed path).
     """
     requested = config.get("mode", "auto")
     is_root = os.geteuid() == 0
