@@ -1,5 +1,7 @@
-# The course's commands. Each one creates .venv first when it is missing or out of date.
+# The course's commands. Each one creates .venv first when it is missing or out of date
+# (for anyone but .venv's owner, it says so and uses .venv as it is).
 #   make lab     JupyterLab on notebooks/        make test    the whole test suite
+#   make install create .venv or bring it up to date with pyproject.toml and constraints.txt
 #   make build   regenerate release/, notebooks/, solutions/ from source/*.py
 #   make grade ASSIGNMENT=03_backward            grade submitted/*/ASSIGNMENT
 #   make bench   widget latency                  make bench-grade   grading speed
@@ -11,12 +13,29 @@ STAMP := $(VENV)/.installed
 ASSIGNMENT ?= 03_backward
 LAB_ARGS ?=
 
-.PHONY: lab test build grade bench bench-grade clean
+.PHONY: lab test build grade bench bench-grade clean install
 
+define install_venv
+test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
+touch $(STAMP)
+endef
+
+install:
+	$(install_venv)
+
+# pip runs only as .venv's owner, and only if that user can write it. Anyone else (an
+# instructor on a hub using a course's shared venv, root in someone's course) would fail,
+# backtrack for minutes, or leave files the owner cannot replace: they get .venv as it is.
+VENV_LOCKED := $(shell if test -e $(VENV); then test -O $(VENV) && test -w $(VENV) || echo yes; \
+                 for d in $(wildcard $(VENV)/lib/python3*/site-packages); do test -w $$d || echo yes; done; fi)
+ifneq ($(VENV_LOCKED),)
 $(STAMP): pyproject.toml constraints.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
-	touch $(STAMP)
+	@echo "make: $(VENV) is out of date, but only its owner ($$(ls -ld $(VENV) | awk '{print $$3}')) can update it, with 'make install'. Going on with it as it is."
+else
+$(STAMP): pyproject.toml constraints.txt
+	$(install_venv)
+endif
 
 # JupyterLab refuses to run as root (containers, CI) unless told it is deliberate.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)

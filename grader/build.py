@@ -15,8 +15,12 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as a package (pyproject's dev extra)
+    import tomli as tomllib
 
 import jupytext
 import nbformat

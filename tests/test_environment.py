@@ -1,8 +1,19 @@
 """The install files agree: environment.yml, pyproject.toml, constraints.txt, .ci/run."""
 import re
-import tomllib
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 from tests.conftest import ROOT
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (pyproject's dev extra brings tomli)
+    import tomli as tomllib
+
+# Pythons whose markers constraints.txt distinguishes (soupsieve needs 3.11.5), up to the newest tested.
+PYTHONS = ["3.10.0", "3.10.13", "3.11.0", "3.11.4", "3.11.5", "3.11.7", "3.12.1", "3.13.0"]
 
 
 def pyproject():
@@ -10,26 +21,41 @@ def pyproject():
         return tomllib.load(f)
 
 
-def constraint_pins():
+def normalized(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def python_environment(version):
+    """Marker environment of this machine, as if it ran Python ``version``."""
+    return {**default_environment(), "python_full_version": version,
+            "python_version": ".".join(version.split(".")[:2])}
+
+
+def constraint_pins(python):
+    """name -> exact version, of the lines of constraints.txt that apply on ``python``."""
     pins = {}
     for line in (ROOT / "constraints.txt").read_text().splitlines():
         if line and not line.startswith("#"):
-            name, version = line.split("==")
-            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+            pin = Requirement(line)
+            if pin.marker is None or pin.marker.evaluate(python_environment(python)):
+                assert normalized(pin.name) not in pins, f"two lines of constraints.txt apply to {pin.name} on {python}"
+                assert str(pin.specifier).startswith("=="), line
+                pins[normalized(pin.name)] = str(pin.specifier)[2:]
     return pins
 
 
 def requirement_name(requirement):
-    return re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]).lower()
+    return normalized(Requirement(requirement).name)
 
 
 def test_environment_yml_installs_this_project_with_constraints():
     text = (ROOT / "environment.yml").read_text()
     project = pyproject()["project"]
     assert f"name: {project['name']}" in text
-    python = re.search(r"- python=(\d+)\.(\d+)", text)
-    minimum = tuple(int(p) for p in re.search(r">=(\d+)\.(\d+)", project["requires-python"]).groups())
-    assert python and tuple(int(p) for p in python.groups()) >= minimum
+    # conda's Python is one pyproject allows, and the one the unmarked pins were tested on.
+    python = re.search(r"- python=(\d+\.\d+)$", text, re.M)
+    assert python and SpecifierSet(project["requires-python"]).contains(python.group(1))
+    assert f"on Python {python.group(1)}" in (ROOT / "constraints.txt").read_text()
     assert "- pip" in text and "-e .[dev]" in text and "-c constraints.txt" in text
     # Thin: no package besides python and pip is listed for conda; pyproject owns the rest.
     dependencies = text.split("dependencies:", 1)[1]
@@ -37,12 +63,23 @@ def test_environment_yml_installs_this_project_with_constraints():
     assert sorted(p.split("=")[0] for p in conda_packages) == ["pip", "python"]
 
 
-def test_every_dependency_is_pinned_in_constraints():
+def test_every_dependency_is_pinned_in_constraints_on_every_python():
     project = pyproject()["project"]
-    pins = constraint_pins()
-    for requirement in project["dependencies"] + project["optional-dependencies"]["dev"]:
-        assert requirement_name(requirement) in pins, f"{requirement} has no exact version in constraints.txt"
-    assert pins["torch"] == "2.13.0"
+    for python in PYTHONS:
+        pins = constraint_pins(python)  # also: at most one line applies to a package
+        for text in project["dependencies"] + project["optional-dependencies"]["dev"]:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate(python_environment(python)):
+                assert requirement_name(text) in pins, f"{text} has no exact version in constraints.txt on {python}"
+        assert pins["torch"] == "2.13.0"
+
+
+def test_the_lowest_python_allowed_is_one_the_install_test_resolves_on():
+    from tests.test_install import INTERPRETERS
+
+    floor = re.fullmatch(r">=\s*(\d+\.\d+)", pyproject()["project"]["requires-python"].strip())
+    assert floor, "requires-python is a plain lower bound"
+    assert f"pyenv-{floor.group(1)}" in INTERPRETERS and PYTHONS[0].startswith(floor.group(1) + ".")
 
 
 def test_learner_dependencies_do_not_force_ipywidgets_8():

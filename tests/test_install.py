@@ -1,0 +1,238 @@
+"""Installing the course on the Pythons people have, and a set-up that reinstalls only as the
+venv's owner.
+
+For each interpreter present (Debian 12's /usr/bin/python3, pyenv's 3.10 to 3.13), pip resolves
+`.[dev]` with constraints.txt in a dry run from a throw-away venv: nothing is installed. All
+interpreters run at once (about a minute of CPU each, most of it reading index pages).
+
+Only wheel metadata is read, never a whole wheel: pip >= 25.3 stops a dry run before
+downloading, and `--use-feature=fast-deps` reads a wheel's metadata with HTTP range requests
+when the index offers no PEP 658 metadata file (this machine's index offers none). Without
+both, each of 3.10, 3.12 and 3.13 would download torch (500 MB) and its CUDA packages (GBs).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+# One pip for every interpreter, run from its wheel: pips before 25.3 (the venvs' own, 23.0 to
+# 24.2 here) download every wheel they resolve, even in a dry run.
+PIP = "pip==26.3"
+DRY_RUN_TIMEOUT_S = 600
+# A dry run fetches index pages and byte ranges of wheels; a wheel fetched whole above this
+# size means the dry run is downloading what it resolves (torch's wheels are 500 MB).
+LARGEST_WHOLE_DOWNLOAD = 20 * 2**20
+TORCH = "2.13.0"
+# PyPI's torch for Linux brings these (its own markers); only the CPU build, which the tested
+# environment holds, does without them, so constraints.txt does not pin them.
+TORCH_CUDA_PACKAGES = re.compile(r"^(nvidia-|cuda-|triton$)")
+
+
+def newest_pyenv(minor: str) -> Path | None:
+    """pyenv's newest 3.x.y of ``minor`` ("3.10"), or None."""
+    versions = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found = [p for p in versions.glob(f"{minor}.*") if re.fullmatch(r"\d+\.\d+\.\d+", p.name)]
+    found = [p / "bin" / "python" for p in sorted(found, key=lambda p: Version(p.name))]
+    return found[-1] if found and os.access(found[-1], os.X_OK) else None
+
+
+INTERPRETERS = {
+    "system-python3": Path("/usr/bin/python3") if os.access("/usr/bin/python3", os.X_OK) else None,  # Debian 12: 3.11.2
+    **{f"pyenv-{minor}": newest_pyenv(minor) for minor in ["3.10", "3.11", "3.12", "3.13"]},
+}
+PRESENT = {name: python for name, python in INTERPRETERS.items() if python}
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def constraint_lines() -> list[Requirement]:
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    return [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
+
+
+def copy_project(destination: Path) -> None:
+    """What pip needs to build the project's metadata: it writes an .egg-info beside it, so
+    each run gets its own copy rather than the shared checkout."""
+    destination.mkdir(parents=True)
+    for name in ["pyproject.toml", "README.md", "constraints.txt"]:
+        shutil.copy2(ROOT / name, destination / name)
+    for package in ["grader", "normlab"]:
+        shutil.copytree(ROOT / package, destination / package, ignore=shutil.ignore_patterns("__pycache__"))
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory):
+    """Starts every present interpreter's dry run at once; name -> (process, work folder, start)."""
+    if not PRESENT:
+        yield {}
+        return
+    base = tmp_path_factory.mktemp("install")
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                    "--dest", str(base), PIP], check=True, capture_output=True, text=True)
+    wheel = next(base.glob("pip-*.whl"))
+    runs = {}
+    for name, python in PRESENT.items():
+        work = base / name
+        copy_project(work / "project")
+        subprocess.run([str(python), "-m", "venv", "--without-pip", str(work / "venv")], check=True)
+        command = [str(work / "venv" / "bin" / "python"), f"{wheel}/pip", "install", "--dry-run", "--quiet",
+                   "--ignore-installed", "--use-feature=fast-deps", "--report", str(work / "report.json"),
+                   "--log", str(work / "pip.log"), "-c", "constraints.txt", ".[dev]"]
+        with open(work / "output.txt", "w") as output:
+            process = subprocess.Popen(command, cwd=work / "project", stdout=output, stderr=subprocess.STDOUT)
+        runs[name] = (process, work, time.monotonic())
+    yield runs
+    for process, _, _ in runs.values():
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def fetched(log: str) -> list[tuple[str, int, int]]:
+    """(path, HTTP status, bytes) of each GET in pip's log (urllib3's debug lines)."""
+    return [(path, int(status), int(size)) for path, status, size in
+            re.findall(r'"GET (\S+) HTTP/[\d.]+" (\d{3}) (\d+)', log)]
+
+
+def test_an_interpreter_to_check_is_present():
+    if not PRESENT:
+        message = "none of /usr/bin/python3 and pyenv's 3.10-3.13 is on this machine"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{message}: CI must check that constraints.txt resolves")
+        pytest.skip(message)
+
+
+@pytest.mark.parametrize("name", list(INTERPRETERS))
+def test_constraints_resolve(name, dry_runs):
+    if name not in dry_runs:
+        pytest.skip(f"{name} is not on this machine")
+    process, work, began = dry_runs[name]
+    try:
+        process.wait(timeout=max(1, DRY_RUN_TIMEOUT_S - (time.monotonic() - began)))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f"{name}: pip's dry run took over {DRY_RUN_TIMEOUT_S} s")
+    seconds = time.monotonic() - began
+    output = (work / "output.txt").read_text()
+    errors = output[output.find("ERROR"):] if "ERROR" in output else output[-4000:]  # past this machine's index warnings
+    assert process.returncode == 0, f"{name}: pip could not resolve .[dev] with constraints.txt:\n{errors}"
+
+    report = json.loads((work / "report.json").read_text())
+    environment = report["environment"]
+    resolved = {normalized(item["metadata"]["name"]): item for item in report["install"]}
+    versions = {n: Version(item["metadata"]["version"]).public for n, item in resolved.items()}
+    pins = {}
+    for line in constraint_lines():
+        if line.marker is None or line.marker.evaluate(environment):
+            assert normalized(line.name) not in pins, f"{name}: two lines of constraints.txt apply to {line.name}"
+            pins[normalized(line.name)] = str(line.specifier).removeprefix("==")
+
+    assert versions["torch"] == TORCH
+    for package, version in versions.items():
+        if package in pins:
+            assert version == pins[package], f"{name}: {package} {version}, pinned {pins[package]}"
+        else:  # nothing left to chance: every package is pinned for this Python
+            assert package in {"layernorm-course", "setuptools"} or TORCH_CUDA_PACKAGES.match(package), (
+                f"{name}: {package} {version} is not pinned in constraints.txt for Python "
+                f"{environment['python_full_version']}")
+    # Wheels only: an sdist would need a compiler (and minutes) on the learner's machine.
+    sdists = [n for n, item in resolved.items()
+              if n != "layernorm-course" and not item["download_info"]["url"].endswith(".whl")]
+    assert sdists == [], f"{name}: no wheel for {sdists}"
+    if environment["python_version"] == "3.11":
+        # Exactly the pinned versions, none missing (from 3.11.5 on: the tested environment).
+        tested = {n: v for n, v in versions.items() if n in pins}
+        assert tested == pins, f"{name}: pinned but not resolved: {sorted(set(pins) - set(tested))}"
+
+    requests = fetched((work / "pip.log").read_text())
+    whole = [(path.rsplit("/", 1)[-1], size) for path, status, size in requests if status == 200
+             and path.endswith((".whl", ".tar.gz", ".zip")) and size > LARGEST_WHOLE_DOWNLOAD]
+    assert whole == [], f"{name}: the dry run downloaded whole files: {whole}"
+    total = sum(size for _, _, size in requests)
+    print(f"{name} (Python {environment['python_full_version']}): resolved {len(resolved)} packages in "
+          f"{seconds:.0f} s; {len(requests)} GETs, {total / 2**20:.0f} MiB; torch {resolved['torch']['metadata']['version']}")
+
+
+@pytest.mark.parametrize("name", list(INTERPRETERS))
+def test_the_course_packages_compile(name, tmp_path):
+    """grader/ and normlab/ use no syntax newer than each supported Python (a syntax check only)."""
+    python = INTERPRETERS[name]
+    if python is None:
+        pytest.skip(f"{name} is not on this machine")
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=str(tmp_path))  # no __pycache__ written into the checkout
+    result = subprocess.run([str(python), "-m", "compileall", "-q", "grader", "normlab"], cwd=ROOT, env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- the set-up stamp ---------------------------------------------------------------------------
+def test_set_up_reinstalls_only_as_the_venvs_owner():
+    """A course whose .venv is older than pyproject.toml. A throw-away user runs `make build`
+    while .venv is root's (mode 755): one line says who can update it, pip does not run, the
+    build does. Once .venv is that user's, the user would reinstall and root would not. The
+    venv's python is a script that logs its arguments: other users cannot read pyenv's
+    Pythons under /root, and no real Python is needed."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a throw-away user")
+    for tool in ["make", "useradd", "userdel", "runuser"]:
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    user = f"lncstamp{uuid.uuid4().hex[:8]}"
+    course = Path(tempfile.mkdtemp(prefix="make-stamp-"))  # pytest's tmp_path is private to root
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS"))}  # not `make test`'s flags
+    try:
+        course.chmod(0o755)
+        shutil.copy2(ROOT / "Makefile", course / "Makefile")
+        calls = course / "calls.log"
+        calls.touch()
+        calls.chmod(0o666)
+        venv = course / ".venv"
+        (venv / "bin").mkdir(parents=True)
+        (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+        python = venv / "bin" / "python"
+        python.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+        python.chmod(0o755)
+        stamp = venv / ".installed"
+        stamp.touch()
+        os.utime(stamp, (0, 0))  # set up long ago: older than the files below
+        for name in ["pyproject.toml", "constraints.txt"]:
+            (course / name).write_text("")
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user], check=True)
+
+        def make(*args, as_user=True):
+            prefix = ["runuser", "-u", user, "--"] if as_user else []
+            return subprocess.run(prefix + ["make", "--no-print-directory", *args], cwd=course, env=env,
+                                  capture_output=True, text=True, timeout=60)
+
+        planned = make("-n", "build")
+        assert planned.returncode == 0, planned.stderr
+        assert "pip" not in planned.stdout and "make install" in planned.stdout, planned.stdout
+        ran = make("build")
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert "only its owner (root) can update it, with 'make install'" in ran.stdout, ran.stdout
+        assert calls.read_text().splitlines() == ["-m grader build"]  # and no `-m pip`
+
+        subprocess.run(["chown", "-R", user, str(venv)], check=True)
+        assert "-m pip install" in make("-n", "build").stdout  # the owner does bring it up to date
+        as_root = make("build", as_user=False)
+        assert as_root.returncode == 0 and f"only its owner ({user})" in as_root.stdout, as_root.stdout + as_root.stderr
+        assert calls.read_text().splitlines() == ["-m grader build"] * 2
+    finally:
+        subprocess.run(["userdel", user], capture_output=True)
+        shutil.rmtree(course, ignore_errors=True)
