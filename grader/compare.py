@@ -91,11 +91,16 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, what: str, oracle: st
     )
 
 
-def call_learner(function, *args, what: str, **kwargs):
-    """Call a learner's function on private copies of the inputs; fail if it modifies them."""
+def call_learner(function, *args, what: str, shape_rule: str | None = None, **kwargs):
+    """Call a learner's function on private copies of the inputs; fail if it modifies them.
+
+    An exception raised by the learner's code becomes a ``LearnerError`` (a ``CheckFailed``
+    whose message is a diagnosis; see ``learner_error``). ``shape_rule`` is the sentence a
+    shape error gets as its likely cause, e.g. "layernorm must accept any shape (..., d): ...".
+    """
     originals = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
     copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
-    result = function(*copies, **kwargs)
+    result = run_learner(function, copies, kwargs, what=what, shape_rule=shape_rule)
     for original, copy in zip(originals, copies):
         if isinstance(original, np.ndarray) and not np.array_equal(original, copy):
             fail(
@@ -103,6 +108,261 @@ def call_learner(function, *args, what: str, **kwargs):
                 "The caller still needs x: work on a new array (x - mu) instead."
             )
     return result
+
+
+# ------------------------------------------------------------------ the learner's exceptions
+class LearnerError(CheckFailed):
+    """The learner's code raised inside a check; the message is the diagnosis.
+
+    ``error`` is what was raised (under ``grader grade``: rebuilt from the sandbox's report,
+    where a non-builtin type such as numpy's AxisError arrives as ``LearnerException`` with
+    its name in the message); ``error_type`` and ``error_message`` read both forms alike.
+    """
+
+    def __init__(self, message: str, error: BaseException, what: str):
+        super().__init__(message)
+        self.error, self.what = error, what
+
+    @property
+    def error_type(self) -> str:
+        return _error_parts(self.error)[0]
+
+    def with_cause(self, cause: str) -> "LearnerError":
+        """The same diagnosis (call, exception, line) with another likely cause."""
+        head = str(self).rsplit("Likely cause:", 1)[0].rstrip("\n")
+        return LearnerError(head + f"\nLikely cause: {cause}\n", self.error, self.what)
+
+    @property
+    def error_message(self) -> str:
+        return _error_parts(self.error)[1]
+
+
+MESSAGE_LIMIT = 600      # characters of the learner's exception message shown in a diagnosis
+LINE_LIMIT = 200         # characters of the learner's source line shown
+
+
+def _safe_text(value, limit: int) -> str:
+    try:
+        text = str(value)
+    except Exception:  # noqa: BLE001 - a learner's __str__ may raise anything
+        return "<a message that could not be read>"
+    text = text.strip()
+    lines = text.splitlines()
+    if len(lines) > 6:
+        text = "\n".join(lines[:6]) + f"\n... ({len(lines) - 6} more lines)"
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more characters)"
+
+
+def _error_parts(error: BaseException) -> tuple[str, str]:
+    """(type name, message) of a learner's exception, local or rebuilt from a sandbox."""
+    try:
+        name = type(error).__name__
+    except Exception:  # noqa: BLE001
+        name = "Exception"
+    name = str(name)[:100]
+    message = _safe_text(error, 4000)
+    if name == "LearnerException":  # grader.sandbox.client: "TypeName: message"
+        head, _, rest = message.partition(": ")
+        if head.isidentifier():
+            return head[:100], rest
+    if type(error) is KeyError and message.startswith("'") and message.endswith("'"):
+        message = f"key {message} not found"
+    return name, message
+
+
+def _passes_through(error: BaseException) -> bool:
+    """Exceptions that are not the learner's mistake to diagnose here."""
+    if isinstance(error, (CheckFailed, NotImplementedError)):  # a check's own verdict; the unwritten exercise
+        return True
+    from grader.sandbox.client import DelegationError, SandboxError
+
+    return isinstance(error, (SandboxError, DelegationError))  # the sandbox died or timed out; a delegation verdict
+
+
+def _describe_value(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype} array of shape {value.shape}"
+    if isinstance(value, (bool, int, float, np.floating, np.integer)) or value is None:
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value[:40])
+    if isinstance(value, tuple) and len(value) <= 4 and all(isinstance(v, (int, float, np.number)) for v in value):
+        return repr(value)
+    if callable(value):
+        return "a function"
+    if hasattr(type(value), "stream_request"):  # grader.sandbox.protocol.StreamSource, e.g. 06's CountingStream
+        try:
+            return f"a read-once stream of {len(value)} values"
+        except Exception:  # noqa: BLE001
+            return "a read-once stream"
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple):
+        return f"{type(value).__name__} of shape {shape}"
+    return type(value).__name__
+
+
+def _describe_arguments(function, args, kwargs) -> str:
+    import inspect
+
+    names = None
+    try:
+        signature = inspect.signature(function)
+        if not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values()):
+            bound = signature.bind(*args, **kwargs)
+            names = list(bound.arguments.items())
+    except Exception:  # noqa: BLE001 - an odd callable: name the arguments by position
+        names = None
+    if names is None:
+        names = [(f"argument {i + 1}", a) for i, a in enumerate(args)] + list(kwargs.items())
+    return ", ".join(f"{name}: {_describe_value(value)}" for name, value in names)
+
+
+def _is_library_file(filename: str) -> bool:
+    import os
+    import sysconfig
+
+    if not filename or filename.startswith("<frozen"):
+        return True
+    path = os.path.abspath(filename)
+    grader_dir = os.path.dirname(os.path.abspath(__file__))
+    if path.startswith(grader_dir + os.sep):
+        return True
+    if "site-packages" in path or "dist-packages" in path:
+        return True
+    stdlib = sysconfig.get_paths().get("stdlib")
+    return bool(stdlib) and path.startswith(os.path.abspath(stdlib) + os.sep)
+
+
+def _learner_line(error: BaseException, function) -> str | None:
+    """'line N, in name: code' of the deepest frame of the learner's own code, if it can be found."""
+    import linecache
+    import re
+    import traceback
+
+    found = None
+    try:
+        for frame in traceback.extract_tb(error.__traceback__):
+            if not _is_library_file(frame.filename):
+                code = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
+                found = (frame.lineno, frame.name, code)
+    except Exception:  # noqa: BLE001 - a hostile traceback must not stop the diagnosis
+        found = None
+    if found is None:  # under grader grade: the sandbox sent the traceback as text
+        record = getattr(getattr(function, "_sandbox", None), "last_call", None)
+        text = getattr(record, "traceback", "") or ""
+        pattern = re.compile(r'File "([^"\n]+)", line (\d+), in ([^\n]+)\n[ \t]+([^\n]+)')
+        for match in pattern.finditer(str(text)):
+            filename = match.group(1)
+            if not _is_library_file(filename) and "/grader/" not in filename:
+                found = (int(match.group(2)), match.group(3).strip(), match.group(4).strip())
+    if found is None:
+        return None
+    lineno, name, code = found
+    code = code if len(code) <= LINE_LIMIT else code[:LINE_LIMIT] + "..."
+    return f"line {lineno}, in {name}: {code}" if code else f"line {lineno}, in {name}"
+
+
+# Shape errors: numpy's, Python's and torch's messages, and what each one usually means.
+_SHAPE_ERRORS = (
+    ("values to unpack", "unpacking the shape (`B, T, C = x.shape`, `N, d = x.shape`) fixes the number of axes. "
+                         "Read d = x.shape[-1] and leave the leading axes as x.shape[:-1], however many there are."),
+    ("tuple index out of range", "x.shape[1] or x.shape[2] exists only for inputs with that many axes; the features "
+                                 "are always x.shape[-1]."),
+    ("is out of bounds for array of dimension", "a fixed axis number such as axis=1 or axis=2 exists only for inputs "
+                                                "with that many axes; the features are always axis=-1."),
+    ("dimension out of range", "a fixed dim such as dim=1 or dim=(0, 1) exists only for tensors with that many "
+                               "axes; the features are always dim=-1, and the leading axes are "
+                               "tuple(range(x.ndim - 1))."),
+    ("too many indices for array", "indexing with a fixed number of axes (x[:, :, j], x[b, t]) works for one shape "
+                                   "only; index the features with x[..., j]."),
+    ("cannot reshape array", "a reshape with sizes read off a fixed number of axes; flatten with x.reshape(-1, d) "
+                             "and restore with .reshape(x.shape)."),
+    ("could not be broadcast", "two arrays whose shapes do not line up: a reduction without keepdims=True, or "
+                               "statistics over a different axis than the one they are applied along."),
+    ("must match the size of tensor", "two tensors whose shapes do not line up: a reduction without keepdim=True, "
+                                      "or statistics over a different dim than the one they are applied along."),
+    ("not aligned", "a matrix product over the wrong axis."),
+    ("mismatch in its core dimension", "a matrix product over the wrong axis."),
+)
+
+
+def is_shape_error(kind: str, message: str) -> bool:
+    """Whether a learner's exception (type name, message) is about shapes or axes."""
+    lowered = message.lower()
+    return kind == "AxisError" or any(pattern.lower() in lowered for pattern, _ in _SHAPE_ERRORS)
+
+
+def _likely_cause(kind: str, message: str, args, shape_rule: str | None) -> str:
+    lowered = message.lower()
+    has_array = any(isinstance(a, np.ndarray) and a.ndim >= 1 for a in args)
+    for pattern, meaning in _SHAPE_ERRORS:
+        if pattern.lower() in lowered or (pattern.startswith("is out of bounds") and kind == "AxisError"):
+            if shape_rule and has_array:
+                return f"{shape_rule} Here: {meaning}"
+            return meaning
+    if kind == "AxisError":
+        return shape_rule or "a fixed axis number that this input does not have; use axis=-1 for the features."
+    if kind == "IndexError" and has_array:
+        return ((shape_rule + " Here: ") if shape_rule else "") + (
+            "an index past the end of an axis: the code assumes sizes or a number of axes this input does not have.")
+    if kind == "ZeroDivisionError":
+        return ("a division by a count or size that is zero for this input: a counter that starts at 0 and is "
+                "incremented after its use, or n - 1 for a single element.")
+    if kind == "RecursionError":
+        return "the function calls itself (a helper with the same name as the exercise?), without end."
+    if kind == "NameError":
+        return ("your function uses a name that is not defined: a typo, or a variable or helper from a cell that "
+                "has not been run. Run the notebook from the top (Kernel > Restart & Run All).")
+    if kind == "TypeError" and ("argument" in lowered or "positional" in lowered):
+        return ("the check calls your function with the signature given in the exercise; keep its parameter "
+                "names, their order and their defaults.")
+    if kind == "TypeError" and "nonetype" in lowered:
+        return "a value is None: a helper without a return statement, or an in-place method (list.sort) used as a value."
+    if kind == "AttributeError" and "numpy.ndarray" in lowered:
+        return ("the inputs are numpy arrays: torch methods (.dim(), .size(-1), .unsqueeze(), .pow(), keepdim=) do "
+                "not exist on them. Use numpy (x.ndim, x.shape[-1], x[..., None], keepdims=), or convert with "
+                "torch.from_numpy(x) and back with .numpy().")
+    if kind == "KeyError":
+        return "a dictionary lookup with a key the dictionary does not have."
+    if kind == "MemoryError":
+        return "an intermediate far larger than the answer: a (d, d) or (n, n) matrix, or copies inside a loop."
+    if kind in ("ModuleNotFoundError", "ImportError"):
+        return "a module that is not available here; numpy (and torch where the notebook imports it) are."
+    if kind in ("FloatingPointError", "OverflowError"):
+        return "a value too large for its type, or a division by zero, in an intermediate step."
+    return "the error is in your code, at the line shown: run the function yourself on the input described above."
+
+
+def learner_error(error: BaseException, function, args, kwargs, what: str, shape_rule: str | None = None) -> LearnerError:
+    """The diagnosis of an exception the learner's code raised during ``function(*args, **kwargs)``."""
+    kind, message = _error_parts(error)
+    message = _safe_text(message, MESSAGE_LIMIT)
+    lines = [f"{what} raised {kind}" + (f": {message}" if message else ".")]
+    described = _describe_arguments(function, args, kwargs)
+    if described:
+        lines.append(f"  called with {described}")
+    where = _learner_line(error, function)
+    if where:
+        lines.append(f"  in your code, {where}")
+    lines.append(f"Likely cause: {_likely_cause(kind, message, list(args) + list(kwargs.values()), shape_rule)}")
+    return LearnerError("\n" + "\n".join(lines) + "\n", error, what)
+
+
+def run_learner(function, args, kwargs, what: str, shape_rule: str | None = None, subject=None):
+    """``function(*args, **kwargs)``, with any exception of the learner's turned into a ``LearnerError``.
+
+    NotImplementedError (the unwritten exercise), a check's own ``CheckFailed`` raised inside
+    the call (by a recording function or a stream the check handed over) and the sandbox's
+    own errors pass through unchanged. ``subject``: the learner's function, when ``function``
+    is a wrapper around it (its signature names the arguments in the diagnosis).
+    """
+    try:
+        return function(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 - every exception of the learner's becomes a diagnosis
+        if _passes_through(error):
+            raise
+        diagnosis = learner_error(error, subject if subject is not None else function, args, kwargs, what, shape_rule)
+    raise diagnosis
 
 
 def check_signature(function, name: str, expected: str) -> None:
@@ -125,21 +385,163 @@ def passed(message: str) -> None:
     print("✔ " + message)
 
 
+class MemoryReport:
+    """What ``measuring_memory`` saw: peak bytes, and where they came from.
+
+    ``python_peak``: tracemalloc's peak (Python objects and numpy arrays). ``torch_peak``: the
+    most bytes of torch CPU storage alive at once, counted from every tensor created during
+    the call (tracemalloc cannot see torch's allocator). ``largest_shape`` / ``largest_bytes``:
+    the largest tensor or array created. ``peak`` is their sum, or None if nothing was measured.
+    """
+
+    def __init__(self):
+        self.python_peak = None
+        self.torch_peak = 0
+        self.torch_seen = False
+        self.largest_bytes = 0
+        self.largest_shape = None
+        self.largest_kind = None
+
+    @property
+    def peak(self):
+        if self.python_peak is None:
+            return None
+        return self.python_peak + self.torch_peak
+
+    def note(self, nbytes: int, shape, kind: str) -> None:
+        if nbytes > self.largest_bytes:
+            self.largest_bytes, self.largest_shape, self.largest_kind = int(nbytes), tuple(shape), kind
+
+
+def _torch_recorder(report: MemoryReport):
+    """A TorchDispatchMode that counts the storage of every tensor an operation creates, or None."""
+    import weakref
+
+    try:
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+    except Exception:  # noqa: BLE001 - no torch, or a torch without dispatch modes: numpy only
+        return None
+
+    live = {}  # storage address -> [bytes, number of tensors seen holding it]
+    state = {"total": 0}
+
+    def release(key):
+        entry = live.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            state["total"] -= entry[0]
+            del live[key]
+
+    def record(tensor):
+        try:
+            storage = tensor.untyped_storage()
+            key, nbytes = storage.data_ptr(), storage.nbytes()
+        except Exception:  # noqa: BLE001 - sparse, meta or otherwise storage-less tensors
+            return
+        if nbytes == 0:
+            return
+        report.torch_seen = True
+        entry = live.get(key)
+        if entry is None:
+            live[key] = entry = [nbytes, 0]
+            state["total"] += nbytes
+            report.torch_peak = max(report.torch_peak, state["total"])
+            # inline, not report.note(): in the grading sandbox every grader function the
+            # learner's call reaches counts as delegation, and this runs inside that call
+            if nbytes > report.largest_bytes:
+                report.largest_bytes, report.largest_shape, report.largest_kind = (
+                    int(nbytes), tuple(tensor.shape), "torch tensor")
+        entry[1] += 1
+        try:
+            weakref.finalize(tensor, release, key)
+        except TypeError:
+            entry[1] -= 1
+
+    def outputs(value):
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                yield from outputs(item)
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for tensor in outputs(out):
+                record(tensor)
+            return out
+
+    return Recorder()
+
+
+class measuring_memory:
+    """Context manager: peak memory of the code inside it, numpy/Python and torch together.
+
+    ``with measuring_memory() as report: f(x)`` then ``report.peak`` (bytes). tracemalloc sees
+    Python objects and numpy arrays; torch's CPU allocations are invisible to it, so, with
+    ``track_torch`` (True: import torch; "auto": only if torch is already imported), every
+    tensor an operation creates is counted through a ``TorchDispatchMode``, deterministically.
+    """
+
+    def __init__(self, track_torch="auto"):
+        import sys
+
+        self.report = MemoryReport()
+        self._mode = None
+        if track_torch is True or (track_torch == "auto" and "torch" in sys.modules):
+            self._mode = _torch_recorder(self.report)
+            if self._mode is not None:  # first use imports and caches a few things: not the learner's memory
+                import torch
+
+                with self._mode:
+                    torch.zeros(1)
+                self.report.__init__()
+
+    def __enter__(self) -> MemoryReport:
+        import tracemalloc
+
+        if self._mode is not None:
+            self._mode.__enter__()
+        tracemalloc.start()
+        return self.report
+
+    def __exit__(self, *exc) -> None:
+        import tracemalloc
+
+        self.report.python_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
+
+
+def measure_learner_memory(function, *args, what: str = "the function", shape_rule: str | None = None,
+                           track_torch="auto", **kwargs) -> tuple:
+    """(result, MemoryReport) of one call of a learner's function; its exceptions become diagnoses.
+
+    Under ``grader grade`` the learner's function is a proxy into its sandbox, where the
+    measurement is taken around the real call (tracemalloc only, there).
+    """
+    from grader.sandbox.client import LearnerFunction
+
+    if isinstance(function, LearnerFunction):
+        result, peak = run_learner(function.call_measuring_memory, args, kwargs, what=what, shape_rule=shape_rule,
+                                   subject=function)
+        report = MemoryReport()
+        report.python_peak = peak
+        return result, report
+    with measuring_memory(track_torch) as report:
+        result = run_learner(function, args, kwargs, what=what, shape_rule=shape_rule)
+    return result, report
+
+
 def call_measuring_memory(function, *args, **kwargs):
-    """(result, peak bytes allocated during the call) measured with tracemalloc.
+    """(result, peak bytes allocated during the call), numpy/Python and torch together.
 
     Under ``grader grade`` the learner's function is a proxy into its sandbox, where the
     measurement is taken around the real call.
     """
-    import tracemalloc
-
-    from grader.sandbox.client import LearnerFunction
-
-    if isinstance(function, LearnerFunction):
-        return function.call_measuring_memory(*args, **kwargs)
-    tracemalloc.start()
-    try:
-        result = function(*args, **kwargs)
-        return result, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    result, report = measure_learner_memory(function, *args, **kwargs)
+    return result, report.peak

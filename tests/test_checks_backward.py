@@ -1,4 +1,7 @@
 """The 03_backward checks accept correct variants and diagnose classic mistakes."""
+import sys
+
+import numpy as np
 import pytest
 
 from grader.checks import backward as checks
@@ -20,6 +23,19 @@ def test_wrong_jacobians_are_diagnosed(name):
     with pytest.raises(CheckFailed, match=None) as failure:
         checks.check_layer_norm_jacobian(function, **kwargs)
     assert diagnosis in str(failure.value), str(failure.value)
+
+
+@pytest.mark.parametrize("name", list(impl.MISTAKE_COMBINATIONS_JACOBIAN))
+def test_jacobian_mistakes_are_all_named_and_only_those(name):
+    function, named, kwargs = impl.MISTAKE_COMBINATIONS_JACOBIAN[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_layer_norm_jacobian(function, **kwargs)
+    text = str(failure.value).split("Likely cause:")[-1]
+    for phrase in named:
+        assert phrase in text, (phrase, text)
+    for phrase in impl.ALL_NAMED:
+        if phrase not in named:
+            assert phrase not in text, (f"names an absent mistake: {phrase}", text)
 
 
 @pytest.mark.parametrize("name", ["no mean term", "no variance term", "no division by s", "x instead of x_hat"])
@@ -44,8 +60,28 @@ def test_wrong_vjps_are_diagnosed(name):
 
 
 def test_vjp_that_builds_the_jacobian_fails_the_memory_check():
-    with pytest.raises(CheckFailed, match="built the Jacobian"):
+    with pytest.raises(CheckFailed, match="built the Jacobian") as failure:
         checks.check_vjp_memory(impl.vjp_builds_jacobian, d=2048)
+    assert "builds a (d, d) matrix" in str(failure.value)
+
+
+def test_torch_vjp_that_builds_the_jacobian_fails_the_memory_check():
+    """torch allocates outside tracemalloc's sight; the check counts every tensor torch creates."""
+    for d in (2048, 4096):
+        with pytest.raises(CheckFailed) as failure:
+            checks.check_vjp_memory(impl.vjp_torch_builds_jacobian, d=d)
+        text = str(failure.value)
+        assert "builds a (d, d) matrix" in text and f"torch tensor of shape ({d}, {d})" in text, text
+
+
+def test_vjp_memory_sees_torch_allocations():
+    from grader.compare import measure_learner_memory
+
+    x, g = np.ones(1024), np.ones(1024)
+    _, report = measure_learner_memory(impl.vjp_torch_builds_jacobian, x, g, track_torch=True)
+    assert report.torch_peak >= 1024 * 1024 * 8 and report.largest_shape == (1024, 1024)
+    _, report = measure_learner_memory(impl.vjp_torch_vectors, x, g, track_torch=True)
+    assert 0 < report.torch_peak < 64 * 1024 * 8
 
 
 def test_vjp_disagreeing_with_jacobian_is_reported():
@@ -73,3 +109,17 @@ def test_stub_raises_not_implemented():
 
     with pytest.raises(NotImplementedError):
         checks.check_layer_norm_jacobian(stub)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the grading sandbox runs on Linux")
+def test_torch_jacobian_is_seen_through_a_grading_sandbox():
+    """Under grader grade the measurement is taken in the sandbox, around the real call."""
+    from grader.sandbox.client import Sandbox
+    from tests.implementations import define_in_sandbox
+
+    with Sandbox(mode="auto") as box:
+        builds = define_in_sandbox(box, impl.vjp_torch_builds_jacobian, "layer_norm_vjp")
+        with pytest.raises(CheckFailed, match="built the Jacobian"):
+            checks.check_vjp_memory(builds, d=2048)
+        vectors = define_in_sandbox(box, impl.vjp_torch_vectors, "layer_norm_vjp")
+        checks.check_vjp_memory(vectors, d=2048)

@@ -55,6 +55,26 @@ def test_wrong_probes_are_diagnosed(name):
     assert diagnosis in str(failure.value), str(failure.value)
 
 
+SEEDS = range(48)
+
+
+@pytest.mark.parametrize("name", ["torch.testing.assert_close", "np.allclose", "np.allclose after a huge change",
+                                  "math.isclose"])
+def test_a_tolerant_probe_fails_the_visible_check_for_every_seed(name):
+    """The faint leak sits far below any tolerance and far above rounding: the verdict does not depend on the data."""
+    function, diagnosis, _ = impl.WRONG_PROBES[name]
+    for seed in SEEDS:
+        with pytest.raises(CheckFailed) as failure:
+            checks.check_leaks_future(function, seed=seed)
+        assert diagnosis in str(failure.value), (seed, str(failure.value))
+
+
+@pytest.mark.parametrize("probe", impl.CORRECT_PROBES, ids=lambda f: f.__name__)
+def test_a_correct_probe_passes_the_visible_check_for_every_seed(probe):
+    for seed in SEEDS:
+        checks.check_leaks_future(probe, seed=seed)
+
+
 def test_probe_targets_behave_as_labelled():
     """The functions the probe is pointed at really are causal or leaky, as each case says."""
     for shape in [(2, 6, 4), (1, 7, 3)]:
@@ -75,3 +95,35 @@ def test_stubs_raise_not_implemented(check, args):
 
     with pytest.raises(NotImplementedError):
         check(stub, *args)
+
+
+def _assert_names_exactly(text, named, all_named):
+    for phrase in named:
+        assert phrase in text, (phrase, text)
+    for phrase in all_named:
+        if phrase not in named and not any(phrase in n for n in named):
+            assert phrase not in text, (f"names an absent mistake: {phrase}", text)
+
+
+@pytest.mark.parametrize("name", list(impl.MISTAKE_COMBINATIONS_LAYERNORM))
+def test_layernorm_mistakes_are_all_named_and_only_those(name):
+    function, named, kwargs = impl.MISTAKE_COMBINATIONS_LAYERNORM[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_layernorm(function, **kwargs)
+    _assert_names_exactly(str(failure.value).split("Likely cause:")[-1], named, impl.ALL_NAMED)
+
+
+@pytest.mark.parametrize("name", list(impl.MISTAKE_COMBINATIONS_BATCH_NORM))
+def test_batch_norm_mistakes_are_all_named_and_only_those(name):
+    function, named, kwargs = impl.MISTAKE_COMBINATIONS_BATCH_NORM[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_batch_norm(function, **kwargs)
+    _assert_names_exactly(str(failure.value).split("Likely cause:")[-1], named, impl.ALL_NAMED)
+
+
+def test_two_explanations_that_cannot_be_told_apart_are_both_given():
+    """At offset 1e4 the rounding of E[x²] − μ² is larger than eps = 1e-5's effect: outside or ignored, both fit."""
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_layernorm(impl.ln_naive_eps_outside, **impl.LARGE_OFFSET)
+    text = str(failure.value)
+    assert "Either" in text and impl.CANCELS in text and impl.OUTSIDE in text and impl.UNBIASED not in text, text

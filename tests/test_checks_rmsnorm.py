@@ -71,3 +71,16 @@ def test_stubs_raise_not_implemented():
         checks.check_rms_norm(stub)
     with pytest.raises(NotImplementedError):
         checks.check_rms_norm_backward(stub_backward)
+
+
+@pytest.mark.parametrize("name", list(impl.MISTAKE_COMBINATIONS_FORWARD))
+def test_forward_mistakes_are_all_named_and_only_those(name):
+    function, named, kwargs = impl.MISTAKE_COMBINATIONS_FORWARD[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_rms_norm(function, **kwargs)
+    text = str(failure.value).split("Likely cause:")[-1]
+    for phrase in named:
+        assert phrase in text, (phrase, text)
+    for phrase in impl.ALL_NAMED:
+        if phrase not in named and not any(phrase in n for n in named):
+            assert phrase not in text, (f"names an absent mistake: {phrase}", text)

@@ -52,6 +52,25 @@ def test_wrong_one_pass_are_diagnosed(name):
     assert diagnosis in str(failure.value), str(failure.value)
 
 
+@pytest.mark.parametrize("kwargs", [
+    {},                                                        # the visible check: n = 20000 near 1e8
+    {"n": 5000, "offset": -1e8, "seed": 4},
+    {"n": 2, "offset": 0.0, "seed": 2},                        # the hidden ones
+    {"n": 300, "offset": 10**9, "dtype": np.int64, "seed": 3},
+    {"n": 60000, "offset": 1e10, "seed": 5, "memory": False},
+])
+def test_one_pass_check_catches_the_unbiased_variance_for_every_n(kwargs):
+    """n/(n-1) is within the offset's rounding tolerance at large n: the check must still see ddof=1."""
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_welford_one_pass(impl.unbiased, **kwargs)
+    assert "unbiased variance" in str(failure.value), str(failure.value)
+
+
+def test_one_pass_check_explains_the_unbiased_variance_of_one_element():
+    with pytest.raises(CheckFailed, match="n - 1"):
+        checks.check_welford_one_pass(impl.unbiased, n=1, seed=1)
+
+
 @pytest.mark.parametrize("name", ["two loops", "sum(x) then a generator", "np.mean and np.var", "keeps a list"])
 def test_two_pass_answers_are_accurate_so_only_the_stream_catches_them(name):
     checks.check_welford_mean_var(impl.WRONG_ONE_PASS[name][0])

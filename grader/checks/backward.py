@@ -10,12 +10,18 @@ from __future__ import annotations
 import numpy as np
 
 from grader import oracles
-from grader.compare import assert_close, call_learner, call_measuring_memory, fail, passed, preview, strict_array
+from grader.checks._scales import Map, Statistic, describe, explain_scale
+from grader.compare import assert_close, call_learner, fail, measure_learner_memory, passed, preview, strict_array
 from grader.numerics import central_difference_jacobian, random_input, relative_error
 
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
 RTOL = 1e-7          # float64 formulas agree to ~1e-13; anything above 1e-7 is another formula
 FD_RTOL = 1e-6       # central differences are good to ~1e-9 relative on these inputs
+TOKEN_RULE = ("x is one token, a vector of shape (d,) (d can be anything from 1 up); g has the same shape. "
+              "Use x.size or x.shape[-1] for d, and no fixed number of axes.")
+BATCH_RULE = ("layer_norm_backward must accept any shape (..., d): per-token statistics over the last axis "
+              "(axis=-1, keepdims=True), and dgamma, dbeta summed over every leading axis, "
+              "axis=tuple(range(x.ndim - 1)), whatever their number.")
 
 
 def _input(x, d, seed, scale=1.0, offset=0.0):
@@ -72,22 +78,23 @@ def _implied_scale_cause(J: np.ndarray, x: np.ndarray, eps: float) -> str | None
         return None
     implied = np.linalg.norm(v) / np.linalg.norm(Jv)
     var = np.var(x)
-    wrong_scales = [
-        (np.sqrt(var) + eps, "eps is outside the square root: s must be sqrt(var + eps), not sqrt(var) + eps."),
-        (np.sqrt(var * d / (d - 1) + eps), "you used the unbiased variance (dividing by d - 1: np.var(ddof=1) or "
-         "torch.var's default). LayerNorm divides by d."),
-        (1.0, "you did not divide by s = sqrt(var + eps)."),
-        (var + eps, "you divided by the variance instead of s = sqrt(var + eps)."),
-    ]
-    if eps > 0:
-        wrong_scales.insert(0, (np.sqrt(var), f"eps is ignored: s = sqrt(var) but eps = {eps} was passed; use sqrt(var + eps)."))
     true_scale = np.sqrt(var + eps)
     if abs(implied - true_scale) <= 1e-6 * true_scale:
         return None
-    for value, cause in wrong_scales:
-        if abs(implied - value) <= 1e-6 * value:
-            return cause
-    return None
+    # every statistic x every map to s (grader.checks._scales): two mistakes at once are both named
+    statistics = [Statistic(np.array(var)),
+                  Statistic(np.array(var * d / (d - 1)), ["you used the unbiased variance (dividing by d - 1: "
+                                                          "np.var(ddof=1) or torch.var's default). LayerNorm divides "
+                                                          "by d."])]
+    maps = [Map(lambda w: np.sqrt(w + eps)),
+            Map(lambda w: np.sqrt(w) + eps, ["eps is outside the square root: s must be sqrt(var + eps), not "
+                                             "sqrt(var) + eps."]),
+            Map(lambda w: w + eps, ["you divided by the variance instead of s = sqrt(var + eps)."]),
+            Map(lambda w: np.ones_like(w), ["you did not divide by s = sqrt(var + eps)."])]
+    if eps > 0:
+        maps.append(Map(lambda w: np.sqrt(w), [f"eps is ignored: s = sqrt(var) but eps = {eps} was passed; use "
+                                               "sqrt(var + eps)."]))
+    return describe(explain_scale(np.array(implied), statistics, maps, 1e-6))
 
 
 def _jacobian_cause(J: np.ndarray, x: np.ndarray, eps: float) -> str:
@@ -127,7 +134,8 @@ def check_layer_norm_jacobian(layer_norm_jacobian, x=None, eps=1e-5, d=6, seed=0
     cases = [WORKED_EXAMPLE, _input(None, d, seed, scale, offset)] if x is None else [_input(x, d, seed)]
     for x in cases:
         what = f"layer_norm_jacobian(x, eps={eps}) for x = {preview(x)}"
-        J = strict_array(call_learner(layer_norm_jacobian, x, eps=eps, what=what), what, (x.size, x.size))
+        J = strict_array(call_learner(layer_norm_jacobian, x, eps=eps, what=what, shape_rule=TOKEN_RULE), what,
+                         (x.size, x.size))
         forward = lambda t: oracles.layer_norm(t, eps)  # noqa: E731
         natural_size = 1.0 / np.sqrt(np.var(x) + eps)  # J's entries are O(1/s)
         cause = _jacobian_cause(J, x, eps)
@@ -141,7 +149,7 @@ def check_jacobian_is_projection(layer_norm_jacobian, d=6, seed=0):
     """With eps = 0, ``s * J`` must be the orthogonal projection I - u u^T - w w^T of rank d - 2."""
     x = _input(None, d, seed)
     what = f"layer_norm_jacobian(x, eps=0.0) for a random x of size {d}"
-    J = strict_array(call_learner(layer_norm_jacobian, x, eps=0.0, what=what), what, (d, d))
+    J = strict_array(call_learner(layer_norm_jacobian, x, eps=0.0, what=what, shape_rule=TOKEN_RULE), what, (d, d))
     s = float(np.std(x))
     x_hat = (x - x.mean()) / s
     P = s * J
@@ -191,11 +199,12 @@ def check_layer_norm_vjp(layer_norm_vjp, layer_norm_jacobian=None, x=None, g=Non
     x = _input(x, d, seed, scale, offset)
     g = random_input(x.shape, seed=seed + 1000) if g is None else np.array(g, dtype=np.float64)
     what = f"layer_norm_vjp(x, g, eps={eps}) for x = {preview(x)}"
-    v = strict_array(call_learner(layer_norm_vjp, x, g, eps=eps, what=what), what, x.shape)
+    v = strict_array(call_learner(layer_norm_vjp, x, g, eps=eps, what=what, shape_rule=TOKEN_RULE), what, x.shape)
     reference = oracles.layer_norm_grads(g, x, np.ones(x.size), eps)[0]
     assert_close(v, reference, what, "torch autograd", RTOL, _vjp_cause(v, x, g, eps, reference))
     if layer_norm_jacobian is not None:
-        J = strict_array(call_learner(layer_norm_jacobian, x, eps=eps, what="layer_norm_jacobian"),
+        J = strict_array(call_learner(layer_norm_jacobian, x, eps=eps, what=f"layer_norm_jacobian(x, eps={eps})",
+                                      shape_rule=TOKEN_RULE),
                          "layer_norm_jacobian(x, eps)", (x.size, x.size))
         assert_close(v, J.T @ g, what, "your own layer_norm_jacobian(x, eps).T @ g", RTOL,
                      "your two functions disagree: one of them has a term the other lacks.")
@@ -204,18 +213,40 @@ def check_layer_norm_vjp(layer_norm_vjp, layer_norm_jacobian=None, x=None, g=Non
 
 
 def check_vjp_memory(layer_norm_vjp, d=4096, seed=0):
-    """The VJP must not build a (d, d) matrix: peak memory O(d), checked with tracemalloc."""
+    """The VJP must not build a (d, d) matrix: peak memory O(d).
+
+    numpy and Python allocations are measured with tracemalloc; torch's, which tracemalloc
+    cannot see, by counting the storage of every tensor torch creates during the call.
+    """
     x, g = random_input((d,), seed=seed), random_input((d,), seed=seed + 1)
     budget = 64 * d * 8  # 64 vectors of d float64: generous for any vector formula, far below d*d
-    v, peak = call_measuring_memory(layer_norm_vjp, x.copy(), g.copy(), eps=1e-5)
     what = f"layer_norm_vjp(x, g) at d = {d}"
+    v, report = measure_learner_memory(layer_norm_vjp, x.copy(), g.copy(), eps=1e-5, what=what,
+                                       shape_rule=TOKEN_RULE, track_torch=True)
     v = strict_array(v, what, (d,))
-    if peak > budget:
-        fail(f"{what} used {peak / 2**20:.1f} MiB at its peak; a (d, d) matrix is {d * d * 8 / 2**20:.0f} MiB and the "
-             f"vector formula needs well under {budget / 2**20:.1f} MiB.\nLikely cause: you built the Jacobian or an "
-             "outer product (np.outer, x[:, None] * x[None, :]). Use the formula with mean(g) and mean(g * x_hat).")
+    peak = report.peak
+    matrix = d * d * 8
+    if peak is not None and peak > budget:
+        if report.largest_shape is not None and report.largest_bytes >= matrix // 2:
+            shape = "x".join(str(n) for n in report.largest_shape)
+            seen = (f"your code builds a (d, d) matrix: a {report.largest_kind} of shape "
+                    f"({', '.join(str(n) for n in report.largest_shape)}), {report.largest_bytes / 2**20:.0f} MiB "
+                    f"({shape} float64 values)")
+        elif peak >= matrix // 2:
+            seen = (f"your code builds a (d, d) matrix: it allocated {peak / 2**20:.0f} MiB at once, at least one "
+                    f"(d, d) matrix of {matrix / 2**20:.0f} MiB")
+        else:
+            seen = "your code keeps far more than a few vectors of size d"
+        where = ""
+        if report.torch_peak and report.python_peak is not None:
+            where = f" ({report.python_peak / 2**20:.1f} MiB numpy/Python, {report.torch_peak / 2**20:.1f} MiB torch)"
+        fail(f"{what} used {peak / 2**20:.1f} MiB at its peak{where}; a (d, d) matrix is {matrix / 2**20:.0f} MiB and "
+             f"the vector formula needs well under {budget / 2**20:.1f} MiB.\nLikely cause: {seen}. You built the "
+             "Jacobian or an outer product (np.outer, torch.outer, x[:, None] * x[None, :], "
+             "torch.autograd.functional.jacobian). Use the formula with mean(g) and mean(g * x_hat).")
     assert_close(v, oracles.layer_norm_grads(g, x, np.ones(d), 1e-5)[0], what, "torch autograd", RTOL, None)
-    passed(f"layer_norm_vjp at d={d} peaked at {peak / 2**20:.2f} MiB (a d x d matrix would be {d * d * 8 / 2**20:.0f} MiB)")
+    shown = f"{peak / 2**20:.2f} MiB" if peak is not None else "an unmeasured amount"
+    passed(f"layer_norm_vjp at d={d} peaked at {shown} (a d x d matrix would be {matrix / 2**20:.0f} MiB)")
 
 
 def _backward_causes(dx, dgamma, dbeta, dy, x, gamma, eps, reference):
@@ -253,7 +284,7 @@ def check_layer_norm_backward(layer_norm_backward, shape=(2, 3, 5), eps=1e-5, se
     dy = random_input(shape, seed=seed + 1)
     gamma = 1.0 + 0.5 * random_input((d,), seed=seed + 2) if gamma is None else np.array(gamma, dtype=np.float64)
     what = f"layer_norm_backward(dy, x, gamma, eps={eps}) for x of shape {shape}"
-    result = call_learner(layer_norm_backward, dy, x, gamma, eps=eps, what=what)
+    result = call_learner(layer_norm_backward, dy, x, gamma, eps=eps, what=what, shape_rule=BATCH_RULE)
     if type(result) is not tuple or len(result) != 3:
         fail(f"{what} should return a tuple (dx, dgamma, dbeta); it returned {type(result).__name__}"
              f"{' of length ' + str(len(result)) if isinstance(result, (tuple, list)) else ''}.")

@@ -20,12 +20,21 @@ from typing import Callable
 import numpy as np
 
 from grader import oracles
-from grader.compare import assert_close, call_learner, fail, passed, preview, strict_array
+from grader.checks._scales import Map, Statistic, describe, explain_scale
+from grader.compare import LearnerError, assert_close, call_learner, fail, passed, preview, strict_array
 from grader.numerics import random_input, relative_error
 
 RTOL = 1e-7          # float64 implementations agree with torch to ~1e-14; 1e-7 means another formula
 MATCH = 1e-9         # how closely an implied scale must fit a known mistake to be named
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
+SHAPE_RULES = {  # the likely cause of a shape error raised by the learner's code
+    "LayerNorm": "layernorm must accept any shape (..., d): normalise over the last axis (axis=-1, keepdims=True) "
+                 "and keep the leading axes as they are, whatever their number (none, one, two, ...).",
+    "BatchNorm": "batch_norm must accept any shape (..., d): its statistics are over every axis but the last, "
+                 "axis=tuple(range(x.ndim - 1)), whatever their number.",
+    "probe": "x has shape (B, T, d), time on axis 1, and B, T or d may be 1: change x[:, t + 1:] and compare "
+             "out[:, :t + 1], with no other assumption about the sizes.",
+}
 
 
 # --------------------------------------------------------------------------- oracles
@@ -79,42 +88,56 @@ def _affine_cause(y, x_hat, gamma, beta) -> str | None:
     return None
 
 
+U = 2.0**-53  # unit roundoff of float64
+
+
 def _scale_cause(z, x, axes, eps, n) -> str | None:
     """Read the scale s' the learner divided by off z = (x - mu) / s', group by group.
 
-    std(z) = std(x) / s' over each group of statistics, so s' = std(x) / std(z). Compare it
-    with sqrt(var + eps) and the classic wrong scales.
+    std(z) = std(x) / s' over each group of statistics, so s' = std(x) / std(z). Every
+    combination of a statistic (biased or unbiased variance, exact or computed as
+    E[x²] − μ²) and a map to the scale (sqrt(v + eps) or a classic wrong one) is tried, so
+    two mistakes at once are both named (grader.checks._scales).
     """
     _, var = _two_pass(x, axes)
     _, var_z = _two_pass(z, axes)
     if np.any(var_z <= 0) or np.any(var <= 0):
         return None
     implied = np.sqrt(var) / np.sqrt(var_z)
-    candidates = [
-        (np.sqrt(var * n / (n - 1) + eps) if n > 1 else None,
-         f"you used the unbiased variance, dividing by n - 1 = {n - 1} (np.var(..., ddof=1), or torch.var's "
-         f"default). The normalisation divides by n = {n}, so every output is about sqrt((n-1)/n) = "
-         f"{np.sqrt((n - 1) / n) if n > 1 else 0:.4f} times the right one."),
-        (np.sqrt(var) + eps, "eps is outside the square root: s = sqrt(var) + eps instead of sqrt(var + eps). "
-                             "See it with eps=1.0 on a nearly constant input, where the two differ most."),
-        (np.sqrt(var) if eps > 0 else None, f"eps is ignored: you divided by sqrt(var), but eps = {eps} was passed; "
-                                            "use sqrt(var + eps)."),
-        (np.sqrt(var + 1e-5) if eps != 1e-5 else None,
-         f"you used eps = 1e-5 whatever eps was passed (here eps = {eps}): use the eps argument."),
-        (var + eps, "you divided by the variance (plus eps) instead of its square root, s = sqrt(var + eps)."),
-        (var, "you divided by the variance instead of s = sqrt(var + eps)."),
-        (np.ones_like(var), "you did not divide by s = sqrt(var + eps) at all."),
-    ]
     right = np.sqrt(var + eps)
     if np.max(np.abs(implied / right - 1)) <= MATCH:
         return None
-    for value, cause in candidates:
-        if value is not None and np.max(np.abs(implied / value - 1)) <= MATCH:
-            return cause
-    return None
+    # E[x²] − μ² in float64, summed in any order, is off by at most about 2 (n + 4) u E[x²]
+    band = 2 * (n + 4) * U * np.mean(x * x, axis=axes, keepdims=True)
+    unbiased = (f"you used the unbiased variance, dividing by n - 1 = {n - 1} (np.var(..., ddof=1), or torch.var's "
+                f"default). The normalisation divides by n = {n}, so every output is about sqrt((n-1)/n) = "
+                f"{np.sqrt((n - 1) / n) if n > 1 else 0:.4f} times the right one.")
+    statistics = [Statistic(var, [], band)]
+    if n > 1:
+        statistics.append(Statistic(var * n / (n - 1), [unbiased], band * n / (n - 1)))
+    maps = [
+        Map(lambda v: np.sqrt(v + eps)),
+        Map(lambda v: np.sqrt(v) + eps, ["eps is outside the square root: s = sqrt(var) + eps instead of "
+                                         "sqrt(var + eps). See it with eps=1.0 on a nearly constant input, where the "
+                                         "two differ most."]),
+        Map(lambda v: v + eps, ["you divided by the variance (plus eps) instead of its square root, "
+                                "s = sqrt(var + eps)."]),
+        Map(lambda v: v, ["you divided by the variance instead of s = sqrt(var + eps)."]),
+        Map(lambda v: np.ones_like(v), ["you did not divide by s = sqrt(var + eps) at all."]),
+    ]
+    if eps > 0:
+        maps.append(Map(lambda v: np.sqrt(v), [f"eps is ignored: you divided by sqrt(var), but eps = {eps} was passed; "
+                                               "use sqrt(var + eps)."]))
+    if eps != 1e-5:
+        maps.append(Map(lambda v: np.sqrt(v + 1e-5), [f"you used eps = 1e-5 whatever eps was passed (here eps = {eps}): "
+                                                      "use the eps argument."]))
+    cancels = ("the input has a large offset (|mean| much larger than the spread), and your variance is off by no more "
+               "than the rounding of mean(x**2) - mean(x)**2 there: that formula cancels catastrophically (notebook "
+               "06). Use mean((x - mu)**2).")
+    return describe(explain_scale(implied, statistics, maps, MATCH, band_mistake=cancels))
 
 
-def _stats_cause(z, x, eps, axes, kind, offset_large=False) -> str:
+def _stats_cause(z, x, eps, axes, kind) -> str:
     """Why z, the output for gamma = 1 and beta = 0, differs from the right x_hat."""
     right_axes = ("each token's own features: axis=-1, keepdims=True." if kind == "LayerNorm"
                   else "every axis but the last: axis=tuple(range(x.ndim - 1)).")
@@ -138,9 +161,6 @@ def _stats_cause(z, x, eps, axes, kind, offset_large=False) -> str:
         if np.all(var_z > 0) and np.allclose(np.sqrt(var / var_z), np.sqrt(var + eps), rtol=1e-9, atol=0):
             return ("the output is not centred: you divided by s = sqrt(var + eps) but did not subtract the "
                     "mean mu first.")
-    if offset_large:
-        return ("the input has a large offset (|mean| much larger than the spread). Computing the variance as "
-                "mean(x**2) - mean(x)**2 cancels catastrophically there (notebook 06); use mean((x - mu)**2).")
     if centred:
         _, var = _two_pass(x, axes)
         _, var_z = _two_pass(z, axes)
@@ -153,20 +173,19 @@ def _stats_cause(z, x, eps, axes, kind, offset_large=False) -> str:
 
 def _call(function, args, what, x_shape, kind):
     """call_learner, turning a broadcasting ValueError into a keepdims diagnosis."""
-    message = None
     try:
-        return call_learner(function, *args, what=what)
-    except ValueError as error:
-        if "broadcast" not in str(error):
+        return call_learner(function, *args, what=what, shape_rule=SHAPE_RULES[kind])
+    except LearnerError as error:
+        if "broadcast" not in error.error_message:
             raise
-        message = str(error)
+        failure = error
     lead = x_shape[:-1]
     hint = (f"a reduction without keepdims=True: x.mean(axis=-1) has shape {lead}, which does not line up "
             f"with x of shape {x_shape} (numpy aligns shapes from the right). Use keepdims=True, giving "
             f"shape {lead + (1,)}." if kind == "LayerNorm" else
             "statistics whose shape does not broadcast against x; BatchNorm's mean over every axis but the last "
             f"has shape ({x_shape[-1]},) or, with keepdims=True, {(1,) * (len(x_shape) - 1) + (x_shape[-1],)}.")
-    fail(f"{what} raised ValueError: {message}\nLikely cause: {hint}")
+    raise failure.with_cause(hint)
 
 
 def _params(d, seed, gamma, beta):
@@ -177,7 +196,7 @@ def _params(d, seed, gamma, beta):
     return np.array(gamma, dtype=np.float64), np.array(beta, dtype=np.float64)
 
 
-def _check_norm(function, name, kind, x, eps, gamma, beta, axes, oracle, offset_large):
+def _check_norm(function, name, kind, x, eps, gamma, beta, axes, oracle):
     """Shared flow of the two forward checks. Returns nothing; fails with a diagnosis."""
     d = x.shape[-1]
     ones, zeros = np.ones(d), np.zeros(d)
@@ -185,7 +204,7 @@ def _check_norm(function, name, kind, x, eps, gamma, beta, axes, oracle, offset_
     z = strict_array(_call(function, (x, ones, zeros, eps), what0, x.shape, kind), what0, x.shape)
     x_hat = oracle(x, eps, None, None)
     if relative_error(z, x_hat, floor=1.0) > RTOL:
-        cause = _affine_cause(z, x_hat, ones, zeros) or _stats_cause(z, x, eps, axes, kind, offset_large)
+        cause = _affine_cause(z, x_hat, ones, zeros) or _stats_cause(z, x, eps, axes, kind)
         if kind == "LayerNorm" and x.ndim >= 2 and "statistics are taken over" not in cause:
             cause = _token_alone_cause(function, x, eps, x_hat) or cause
         assert_close(z, x_hat, what0, f"torch {kind.lower()}, float64", RTOL, cause, floor=1.0)
@@ -207,7 +226,7 @@ def _token_alone_cause(function, x, eps, x_hat) -> str | None:
         what = f"layernorm(x[{i}], ...) for one token"
         try:
             alone = call_learner(function, rows[i].copy(), np.ones(d), np.zeros(d), eps, what=what)
-        except (ValueError, IndexError):
+        except LearnerError:
             return None
         if type(alone) is not np.ndarray or alone.shape != (d,) or relative_error(alone, expected[i]) > RTOL:
             return None
@@ -234,8 +253,7 @@ def check_layernorm(layernorm, shape=None, eps=1e-5, seed=0, scale=1.0, offset=0
         cases = [(random_input(tuple(shape), seed=seed, scale=scale, offset=offset), eps)]
     for x, eps_case in cases:
         g, b = _params(x.shape[-1], seed, gamma, beta)
-        large = abs(offset) > 100 * scale
-        _check_norm(layernorm, "layernorm", "LayerNorm", x, eps_case, g, b, (x.ndim - 1,), oracles.layer_norm, large)
+        _check_norm(layernorm, "layernorm", "LayerNorm", x, eps_case, g, b, (x.ndim - 1,), oracles.layer_norm)
         shown = "(2, 4, 6, 8)" if x is WORKED_EXAMPLE else f"shape {x.shape}"
         passed(f"layernorm matches torch.nn.functional.layer_norm for x of {shown}, eps={eps_case}")
 
@@ -258,9 +276,8 @@ def check_batch_norm(batch_norm, shape=None, eps=1e-5, seed=0, scale=1.0, offset
         if x.ndim < 2:
             raise ValueError("batch_norm needs at least two axes: (N, d)")
         g, b = _params(x.shape[-1], seed, gamma, beta)
-        large = abs(offset) > 100 * scale
         _check_norm(batch_norm, "batch_norm", "BatchNorm", x, eps_case, g, b, tuple(range(x.ndim - 1)),
-                    oracles.batch_norm, large)
+                    oracles.batch_norm)
         passed(f"batch_norm matches torch.nn.functional.batch_norm(training=True) for x of shape {x.shape}, "
                f"eps={eps_case}")
 
@@ -304,10 +321,31 @@ def _target_lookahead(k):
     return lookahead
 
 
-def _target_faint_leak(x):
-    """LayerNorm plus 1e-7 times the last token: a leak too small for np.allclose to notice."""
-    x = np.asarray(x, dtype=np.float64)
-    return _target_layer_norm(x) + 1e-7 * x[:, -1:, :]
+FAINT_LEAK = 1e-11  # far below any tolerance (np.allclose, assert_close, math.isclose), far above rounding
+
+
+def _target_faint_leak(reference: np.ndarray):
+    """A leak of exactly FAINT_LEAK, whatever change a probe makes, on outputs between 1 and 3.
+
+    Position s outputs 2 + tanh(x[:, s]) (causal, never near zero), plus FAINT_LEAK when any
+    token after s differs from ``reference`` (or is missing). So the earlier outputs move by
+    1e-11 however large or small the probe's change: an exact comparison always sees it
+    (float64 resolves ~4e-16 at 3), any absolute or relative tolerance above 1e-11 never does.
+    """
+    reference = np.array(reference, dtype=np.float64, copy=True)
+
+    def faint_leak(x):
+        x = np.asarray(x, dtype=np.float64)
+        out = 2.0 + np.tanh(x)
+        if x.ndim != 3:
+            return out + FAINT_LEAK
+        for s in range(x.shape[1]):
+            later, expected = x[:, s + 1:], reference[:, s + 1:]
+            if later.shape != expected.shape or not np.array_equal(later, expected):
+                out[:, s] += FAINT_LEAK
+        return out
+
+    return faint_leak
 
 
 def _target_tanh(x):
@@ -359,7 +397,8 @@ def _probe_cases(shape, seed) -> list[_Case]:
         ]
     cases += [
         _Case(_target_batch_norm, "BatchNorm, on sequences zero-padded after position t", padded, cut, True),
-        _Case(_target_faint_leak, "LayerNorm plus 1e-7 times the last token", x, 0, True),
+        _Case(_target_faint_leak(x), f"a function whose outputs move by {FAINT_LEAK:.0e} when a later token changes",
+              x, 0, True),
     ]
     return cases
 
@@ -394,17 +433,21 @@ def _probe_cause(case: _Case, answer: bool, recorder: _Recorder) -> str:
                     f"(here {case.description}). Change every token after t: x[:, t + 1:].")
         baseline = case.norm(x)
         change = np.zeros(t + 1)
-        for c in same:
-            diff = np.abs(case.norm(c) - baseline)[:, : t + 1]
+        # every call the outputs 0..t can be compared from: the same shape, or a prefix such as x[:, :t + 1]
+        prefixes = [c for c in calls if c.ndim == 3 and c.shape[0] == x.shape[0] and c.shape[2] == x.shape[2]
+                    and c.shape[1] > t]
+        for c in prefixes:
+            diff = np.abs(case.norm(c)[:, : t + 1] - baseline[:, : t + 1])
             change = np.maximum(change, diff.max(axis=(0, 2)))
-        if same and np.any(change > 0):
+        if prefixes and np.any(change > 0):
             where = [int(p) for p in np.flatnonzero(change > 0)]
             biggest = float(change.max())
             if biggest < 1e-5:
                 return (f"with the inputs your probe built, the outputs at positions <= t moved by up to "
                         f"{biggest:.1e}, yet it answered False: your comparison is too tolerant (np.allclose's "
-                        "default atol is 1e-8 plus 1e-5 relative). Any change counts: compare exactly "
-                        "(np.array_equal) or with a tolerance far below the change.")
+                        "default atol is 1e-8 plus 1e-5 relative; torch.testing.assert_close's 1e-7 and 1e-7; "
+                        "math.isclose's 1e-9 relative). Any change counts: compare exactly (np.array_equal). A "
+                        "larger change to the future does not help: this leak stays the same size.")
             if t not in where:
                 return (f"with the inputs your probe built, outputs moved at position(s) {where} but not at t = {t}, "
                         "yet it answered False. Compare every position 0..t (out[:, :t + 1]), not only "
@@ -429,14 +472,14 @@ def check_leaks_future(leaks_future, shape=(2, 6, 4), seed=0):
 
     x has ``shape`` (B, T, d). The functions: LayerNorm, BatchNorm, statistics over positions,
     causal prefix statistics, tanh, look-ahead functions of reach 1 and 2, BatchNorm on
-    zero-padded sequences, and a leak of size 1e-7.
+    zero-padded sequences, and a leak of size 1e-11 (far below any tolerance, whatever the change).
     """
     shape = tuple(shape)
     cases = _probe_cases(shape, seed)
     for case in cases:
         recorder = _Recorder(case.norm)
         what = f"leaks_future(norm, x, t={case.t}) for norm = {case.description}, x of shape {shape}"
-        answer = call_learner(leaks_future, recorder, case.x, case.t, what=what)
+        answer = call_learner(leaks_future, recorder, case.x, case.t, what=what, shape_rule=SHAPE_RULES["probe"])
         if not isinstance(answer, (bool, np.bool_)):
             kind = type(answer).__module__ + "." + type(answer).__name__
             hint = ""
@@ -450,4 +493,4 @@ def check_leaks_future(leaks_future, shape=(2, 6, 4), seed=0):
                  f"  x = {preview(case.x)}\n"
                  f"Likely cause: {_probe_cause(case, bool(answer), recorder)}")
     passed(f"leaks_future answers all {len(cases)} cases right for x of shape {shape} (causal and leaky functions, "
-           "a leak that skips t, a tiny leak, zero padding)")
+           "a leak that skips t, a leak of 1e-11, zero padding)")

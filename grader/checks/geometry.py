@@ -28,6 +28,11 @@ WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
 WORKED_CENTRED = np.array([-3.0, -1.0, 1.0, 3.0])  # the deviations, worked out by hand
 PROPERTY_ATOL = 1e-10  # float64 entries of size ~1; any formula slip is >= 1/d^2 ~ 1e-5 at d = 256
 GAP_RTOL = 1e-9  # relative to the size of the norm's output; rounding differences are ~1e-15
+SHAPE_RULES = {  # the likely cause of a shape error raised by the learner's code
+    "centering_matrix": "d is a plain int, from 1 up: the matrix has shape (d, d), e.g. np.eye(d) - np.ones((d, d)) / d.",
+    "invariance_gap": "invariance_gap must accept x of any shape (..., d): build a * x + c with the same shape, call "
+                      "norm on whole arrays, and reduce the difference over every axis (np.max(np.abs(...))).",
+}
 
 
 # --------------------------------------------------------------------------- centering_matrix
@@ -105,7 +110,7 @@ def check_centering_matrix(centering_matrix, d=4, seed=0):
     """
     d = int(d)
     what = f"centering_matrix({d})"
-    P = call_learner(centering_matrix, d, what=what)
+    P = call_learner(centering_matrix, d, what=what, shape_rule=SHAPE_RULES["centering_matrix"])
     if type(P) is np.ndarray and P.shape == (d,) and d > 1:
         fail(f"{what} returned a vector of shape ({d},), expected the ({d}, {d}) matrix.\nLikely cause: "
              "np.ones(d) is the vector 1; the matrix 1 1^T is np.outer(np.ones(d), np.ones(d)) or "
@@ -317,7 +322,8 @@ def check_invariance_gap(invariance_gap, norm=None, a=None, c=None, shape=(3, 6)
     for name, a_, c_ in cases:
         recorder = _RecordingNorm(name, eps)
         what = f"invariance_gap({name}, x, a={a_:g}, c={c_:g}) for x of shape {tuple(shape)}"
-        gap = _gap_value(call_learner(invariance_gap, recorder, x, a_, c_, what=what), what, x)
+        gap = _gap_value(call_learner(invariance_gap, recorder, x, a_, c_, what=what,
+                                      shape_rule=SHAPE_RULES["invariance_gap"]), what, x)
         expected = _gap(name, x, a_, c_, eps)
         size = max(1.0, float(np.max(np.abs(oracles.norm_by_name(name, x, eps)))))
         if abs(gap - expected) > GAP_RTOL * size:

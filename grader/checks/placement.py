@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.compare import CheckFailed, call_learner, fail, passed, preview, strict_array
+from grader.compare import CheckFailed, LearnerError, call_learner, fail, is_shape_error, passed, preview, strict_array
 from grader.numerics import random_input, relative_error
 
 MODES = ("pre", "post", "output")
@@ -32,6 +32,8 @@ VISIBLE_INVALID = ("Pre", "", None)
 ALL_INVALID = ("Pre", "", None, "PRE", " pre", "post ", "pre-LN", "postln", "outputs", "norm", "sandwich",
                "parallel", 0, 1, b"pre")
 MATCH_RTOL = 1e-9   # values built by the same float64 operations agree to ~1e-15
+SHAPE_RULE = ("residual_sublayer must accept any shape (..., d): F and norm take and return arrays of x's shape, "
+              "so add them and pass them on as they are, with no reshape or axis of your own.")
 
 
 # ---------------------------------------------------------------- recording functions
@@ -196,7 +198,9 @@ def describe_composition(residual_sublayer, mode: str, shape=(2, 4), pair: str =
 
 def _call(residual_sublayer, x, F, norm, mode, what):
     try:
-        return call_learner(residual_sublayer, x, F, norm, mode, what=what)
+        return call_learner(residual_sublayer, x, F, norm, mode, what=what, shape_rule=SHAPE_RULE)
+    except LearnerError:
+        raise
     except CheckFailed as failure:
         if "in place" in str(failure):
             fail(f"{what} changed the caller's x in place (x += ..., x[...] = ..., or np.add(x, ..., out=x)).\n"
@@ -219,10 +223,14 @@ def check_residual_sublayer(residual_sublayer, modes=MODES, shapes=VISIBLE_SHAPE
             what = f"residual_sublayer(x, F, norm, mode={mode!r}) for x of shape {shape}"
             try:
                 y = _call(residual_sublayer, x, F, norm, mode, what)
-            except ValueError as error:
-                fail(f"{what} raised ValueError({str(error)!r}), but {mode!r} is one of the three valid modes "
-                     f"{MODES}.\nLikely cause: a typo in a string you compare the mode with, or a branch for "
-                     f"{mode!r} that is missing. See it: residual_sublayer(x, F, norm, {mode!r}).")
+            except LearnerError as error:
+                is_value_error = isinstance(error.error, ValueError) or error.error_type == "ValueError"
+                if not is_value_error or is_shape_error(error.error_type, error.error_message):
+                    raise
+                raise error.with_cause(
+                    f"{mode!r} is one of the three valid modes {MODES}: a typo in a string you compare the mode "
+                    f"with, or a branch for {mode!r} that is missing. See it: residual_sublayer(x, F, norm, "
+                    f"{mode!r}).") from None
             y = strict_array(y, what, shape)
             got, steps = _describe(y, x, log)
             if got != EXPECTED[mode]:
@@ -251,21 +259,17 @@ def check_residual_sublayer_rejects(residual_sublayer, invalid_modes=VISIBLE_INV
         what = f"residual_sublayer(x, F, norm, mode={mode!r})"
         try:
             result = _call(residual_sublayer, x, F, norm, mode, what)
-        except NotImplementedError:
-            raise
-        except ValueError as error:
-            message = str(error)
-            missing = [m for m in MODES if m not in message]
-            if missing:
-                fail(f"{what} raised ValueError({message!r}): right exception, unhelpful message.\n"
-                     f"The message does not mention {', '.join(repr(m) for m in missing)}. Name the mode you got "
-                     "and the valid ones, e.g. ValueError(f\"mode must be 'pre', 'post' or 'output', got "
-                     "{mode!r}\"), so whoever called it can fix the call.")
-            continue
-        except CheckFailed:
-            raise
-        except Exception as error:  # the learner raised the wrong kind of exception
-            kind = type(error).__name__
+        except LearnerError as raised:
+            kind, message = raised.error_type, raised.error_message
+            if isinstance(raised.error, ValueError) or kind == "ValueError":
+                missing = [m for m in MODES if m not in message]
+                if missing:
+                    fail(f"{what} raised ValueError({message!r}): right exception, unhelpful message.\n"
+                         f"The message does not mention {', '.join(repr(m) for m in missing)}. Name the mode you got "
+                         "and the valid ones, e.g. ValueError(f\"mode must be 'pre', 'post' or 'output', got "
+                         "{mode!r}\"), so whoever called it can fix the call.")
+                continue
+            # the learner raised the wrong kind of exception
             hints = {
                 "KeyError": "a dictionary lookup table[mode] raises KeyError for a missing key; test "
                             "`if mode not in table:` first and raise ValueError yourself.",
@@ -276,7 +280,9 @@ def check_residual_sublayer_rejects(residual_sublayer, invalid_modes=VISIBLE_INV
                 "TypeError": "an operation on the mode failed before your check ran; compare the mode with the "
                              "three strings first, before using it.",
             }
-            fail(f"{what} raised {kind}({str(error)!r}), expected ValueError.\n"
+            where = str(raised).split("  in your code, ", 1)
+            line = ("\n  in your code, " + where[1].split("\n", 1)[0]) if len(where) > 1 else ""
+            fail(f"{what} raised {kind}({message!r}), expected ValueError.{line}\n"
                  f"Likely cause: {hints.get(kind, 'any mode other than the three must raise ValueError explicitly.')}")
         # No exception at all: say what the function did with the unknown mode.
         if result is None:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from grader import oracles
-from grader.compare import assert_close, call_learner, fail, passed, strict_array
+from grader.checks._scales import Map, Statistic, describe, explain_scale
+from grader.compare import LearnerError, assert_close, call_learner, fail, passed, strict_array
 from grader.numerics import random_input, relative_error
 
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
@@ -28,6 +29,9 @@ RTOL = {np.dtype(np.float64): 1e-9,   # float64 formulas agree to ~1e-14; 1e-9 l
 MATCH = {np.dtype(np.float64): 1e-11,  # how closely an implied quantity must match a candidate to name it
          np.dtype(np.float32): 1e-4}
 FD_RTOL = 1e-6                        # central differences of a float64 forward: good to ~1e-9 relative
+SHAPE_RULE = ("your function must accept any shape (..., d): (d,), (T, d), (B, T, d) and more. Reduce over the "
+              "last axis (axis=-1, keepdims=True), sum dgamma over every leading axis (axis=tuple(range(x.ndim - 1))), "
+              "and keep the leading axes as they are, whatever their number.")
 
 
 def _mean_square(x):
@@ -54,23 +58,19 @@ def _input(shape, seed, scale, offset, tiny_rows):
 
 # ---------------------------------------------------------------------------- calling
 def _call(function, *args, what, **kwargs):
-    """call_learner, turning numpy's broadcasting and axis errors into a diagnosis."""
-    message = None
+    """call_learner, with numpy's broadcasting and axis errors diagnosed for RMSNorm."""
     try:
-        return call_learner(function, *args, what=what, **kwargs)
-    except Exception as error:  # matched by message: under isolated grading numpy's AxisError arrives renamed
-        text = str(error)
+        return call_learner(function, *args, what=what, shape_rule=SHAPE_RULE, **kwargs)
+    except LearnerError as error:  # matched by message: under isolated grading numpy's AxisError arrives renamed
+        text = error.error_message
         if "could not be broadcast" in text:
-            message = (f"{what} raised ValueError: {text}\nLikely cause: a reduction over the features lost its axis. "
-                       "Reduce with axis=-1, keepdims=True, so that r has shape (..., 1) and divides every feature "
-                       "of its own token.")
-        elif "is out of bounds for array of dimension" in text:
-            message = (f"{what} raised {type(error).__name__}: {text}\nLikely cause: a fixed axis number such as "
-                       "axis=1 or axis=2. Use axis=-1 (the features are always the last axis), so that the same code "
-                       "works for (d,), (T, d) and (B, T, d).")
-        else:
-            raise
-    fail(message)
+            raise error.with_cause("a reduction over the features lost its axis. Reduce with axis=-1, keepdims=True, "
+                                   "so that r has shape (..., 1) and divides every feature of its own token.") from None
+        if "is out of bounds for array of dimension" in text:
+            raise error.with_cause("a fixed axis number such as axis=1 or axis=2. Use axis=-1 (the features are always "
+                                   "the last axis), so that the same code works for (d,), (T, d) and (B, T, d). "
+                                   + SHAPE_RULE) from None
+        raise
 
 
 def _strict(value, what, shape, dtype):
@@ -122,21 +122,32 @@ def _implied_scale_cause(y, x, gamma, eps, tol):
               "root MEAN square, so its output has squared norm about d, not 1.")
     centred = x - x.mean(axis=-1, keepdims=True)
     var = np.mean(centred * centred, axis=-1, keepdims=True)
-    candidates = [
-        (np.sqrt(ms + eps), None),
-        (np.sqrt(ms) + eps, "eps is outside the square root: r must be sqrt(mean(x**2) + eps), not "
-                            "sqrt(mean(x**2)) + eps. Rows with a small mean square show it most."),
-        (np.sqrt(d * ms + eps), summed),
-        (np.sqrt(d * ms), summed),
-        (ms + eps, "you divided by the mean square itself: the square root is missing."),
-        (np.sqrt(var + eps), "you divided by the standard deviation (a variance around the mean). RMSNorm's statistic "
-                             "is the mean of the squares of x itself: no mean is subtracted anywhere."),
-        (np.sqrt(var * d / max(d - 1, 1) + eps), "you divided by the unbiased standard deviation. RMSNorm's statistic "
-                                                 "is sqrt(mean(x**2) + eps), with no mean and no d - 1."),
+    # Every statistic x every map to r (grader.checks._scales): two mistakes at once are both named.
+    def statistic(value, *mistakes):
+        return Statistic(np.broadcast_to(value, x.shape)[mask], list(mistakes))
+
+    statistics = [
+        statistic(ms),
+        statistic(d * ms, summed),
+        statistic(var, "you divided by the standard deviation (a variance around the mean). RMSNorm's statistic is the "
+                       "mean of the squares of x itself: no mean is subtracted anywhere."),
+        statistic(var * d / max(d - 1, 1), "you divided by the unbiased standard deviation. RMSNorm's statistic is "
+                                           "sqrt(mean(x**2) + eps), with no mean and no d - 1."),
+    ]
+    no_sqrt = "you divided by the mean square itself: the square root is missing."
+    ignored = f"eps is ignored: your r is sqrt(mean(x**2)) but eps = {eps} was passed. Use sqrt(mean(x**2) + eps)."
+    maps = [
+        Map(lambda v: np.sqrt(v + eps)),
+        Map(lambda v: np.sqrt(v) + eps, ["eps is outside the square root: r must be sqrt(mean(x**2) + eps), not "
+                                         "sqrt(mean(x**2)) + eps. Rows with a small mean square show it most."]),
+        Map(lambda v: v + eps, [no_sqrt]),
     ]
     if eps > 0:
-        candidates.insert(1, (np.sqrt(ms), f"eps is ignored: your r is sqrt(mean(x**2)) but eps = {eps} was passed. "
-                                            "Use sqrt(mean(x**2) + eps)."))
+        maps += [Map(lambda v: np.sqrt(v), [ignored]), Map(lambda v: v, [no_sqrt, ignored])]
+    explanations = explain_scale(implied[mask], statistics, maps, tol)
+    if explanations is not None:
+        return describe(explanations)
+    candidates = []
     candidates.append((np.full_like(ms, np.sqrt(np.mean(x * x) + eps)),
                        "one r for the whole array: the mean of squares was taken over every axis. Each token needs "
                        "its own r: np.mean(x**2, axis=-1, keepdims=True)."))
@@ -379,8 +390,9 @@ def _backward_causes(dx, dgamma, dy, x, gamma, eps, reference, dtype, rms_norm_b
 def _finite_difference_grads(rms_norm, dy, x, gamma, eps):
     """Central differences of L = sum(dy * rms_norm(x, gamma, eps)) in x and gamma (float64, small inputs)."""
     def loss(xv, gv):
-        out = np.asarray(rms_norm(xv.copy(), gv.copy(), eps=eps), dtype=np.float64)
-        return float(np.sum(dy * out))
+        out = _call(rms_norm, xv, gv, eps=eps, what=f"rms_norm(x, gamma, eps={eps}) for x of shape {x.shape}, in the "
+                                                          "finite-difference check of rms_norm_backward")
+        return float(np.sum(dy * np.asarray(out, dtype=np.float64)))
 
     h = 1e-6
     dx = np.zeros_like(x)

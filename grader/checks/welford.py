@@ -26,13 +26,18 @@ from fractions import Fraction
 
 import numpy as np
 
-from grader.compare import CheckFailed, call_learner, call_measuring_memory, fail, passed, preview
+from grader.compare import CheckFailed, LearnerError, call_learner, call_measuring_memory, fail, passed, preview
 from grader.sandbox.protocol import StreamSource
 
 U = 2.0**-53                            # unit roundoff of float64
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
 EMPTY = (0, 0.0, 0.0)                   # the partial result of no data: (count, mean, M2)
 MEMORY_BUDGET = 64 * 1024               # bytes: O(1) state, the stream's bookkeeping, a notebook's background threads
+SHAPE_RULES = {  # the likely cause of a shape or index error raised by the learner's code
+    "mean_var": "x is a 1-D array (or, in the one-pass check, a stream) of n values, n from 1 up: loop over it with "
+                "`for xi in x` and never index past x[len(x) - 1].",
+    "combine": "a and b are partials (count, mean, M2), tuples of three numbers: unpack them as n_a, mean_a, m2_a = a.",
+}
 
 
 # ----------------------------------------------------------------------------- the oracle
@@ -118,11 +123,11 @@ def _strict_pair(result, what: str) -> tuple[float, float]:
     return _strict_float(result[0], f"{what}: the mean"), _strict_float(result[1], f"{what}: the variance")
 
 
-def _quiet_call(function, *args, what: str):
+def _quiet_call(function, *args, what: str, rule: str = "mean_var"):
     """Call learner code with numpy's floating-point warnings silenced (a failure is reported anyway)."""
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        return call_learner(function, *args, what=what)
+        return call_learner(function, *args, what=what, shape_rule=SHAPE_RULES[rule])
 
 
 # ----------------------------------------------------------------------------- welford_mean_var
@@ -200,17 +205,26 @@ def _variance_cause(function, x, n, mu, var, m, v, tol_var) -> str:
         centred_var = float(centred_m2 / n)
         probe = _probe(function, centred)
         centred_ok = probe is not None and abs(probe[1] - centred_var) <= 1e-9 * centred_var + 1e-300
-        if centred_ok or v < 0:
+        # a second mistake that does not depend on the offset shows on the centred data as a known factor
+        other = None
+        if probe is not None and not centred_ok and centred_var > 0:
+            other = _ratio_cause(n, centred_var, probe[1], 1e-9 * centred_var)
+        if centred_ok or other or v < 0:
             error = abs(v - var) / var if var > 0 else abs(v)
             mean_sq = mu * mu + var
             shared = int(np.floor(np.log10(mean_sq / var))) if var > 0 else 16
             kept = f"at most {16 - shared}" if shared < 16 else "none"
-            return (f"E[x²] − μ² cancels catastrophically: your variance is off by {error:.1e} (relative) "
-                    f"at offset {mu:.0e}" + (", and on the same data shifted to mean ≈ 0 it is right" if centred_ok else "")
-                    + f". mean(x²) ≈ {mean_sq:.6e} and μ² share their first {shared} significant digits; float64 "
-                    f"carries about 16, so their difference keeps {kept} correct digits, fewer once rounding errors "
-                    "add up. Update the mean and M2 (the sum of squared deviations) together, one element at a time "
-                    "(Welford), so that no large number is ever subtracted from another.")
+            cancels = (f"E[x²] − μ² cancels catastrophically: your variance is off by {error:.1e} (relative) "
+                       f"at offset {mu:.0e}" + (", and on the same data shifted to mean ≈ 0 it is right" if centred_ok
+                                                else "") +
+                       f". mean(x²) ≈ {mean_sq:.6e} and μ² share their first {shared} significant digits; float64 "
+                       f"carries about 16, so their difference keeps {kept} correct digits, fewer once rounding errors "
+                       "add up. Update the mean and M2 (the sum of squared deviations) together, one element at a time "
+                       "(Welford), so that no large number is ever subtracted from another.")
+            if other:
+                return (f"2 mistakes together: (1) {other} (On the same data shifted to mean ≈ 0 that is the only "
+                        f"difference.) (2) {cancels}")
+            return cancels
     if v < 0:
         return ("a variance cannot be negative: only a difference like E[x²] − μ² can go below zero. "
                 "Accumulate the squared deviations M2 instead.")
@@ -233,11 +247,13 @@ def _check_one_input(function, x: np.ndarray) -> float:
     what = f"welford_mean_var(x) for x = {preview(x)} (dtype {x.dtype})"
     try:
         result = _quiet_call(function, x, what=what)
-    except ZeroDivisionError:
-        fail(f"{what} raised ZeroDivisionError.\nLikely cause: " + (
+    except LearnerError as error:
+        if error.error_type != "ZeroDivisionError":
+            raise
+        raise error.with_cause((
             "for one element the biased variance is M2 / 1 = 0.0; dividing by n - 1 = 0 means the unbiased variance "
             "(this function returns M2 / n). " if n == 1 else "") +
-            "A count that starts at 0 must be incremented before the division: k = 1 for the first element.")
+            "A count that starts at 0 must be incremented before the division: k = 1 for the first element.") from None
     m, v = _strict_pair(result, what)
     mean_exact, var_exact = exact_mean_var(x)
     tol_mean, tol_var = _tolerances(x, n, var_exact)
@@ -417,24 +433,44 @@ class CountingStream(StreamSource):
         self._arithmetic()
 
 
-def check_welford_one_pass(welford_mean_var, n=20000, offset=1e8, seed=0, dtype=np.float64, memory=True):
-    """Feed ``welford_mean_var`` a read-once stream of ``n`` values and check it reads each element once.
+SHORT_STREAM = 4  # the length of the extra stream that makes n/(n-1) visible when n is large
 
-    Also checks the answer (exactly as ``check_welford_mean_var``) and, with ``memory=True``,
-    that peak memory stays O(1): copying the elements into a list grows with ``n``.
-    """
-    rng = np.random.default_rng(seed)
+
+def _stream_values(n: int, offset, rng, dtype) -> np.ndarray:
     if np.dtype(dtype).kind in "iu":
-        values = (int(offset) + rng.integers(-50, 51, size=n)).astype(dtype)
-    else:
-        values = (offset + rng.standard_normal(n)).astype(dtype)
+        return (int(offset) + rng.integers(-50, 51, size=n)).astype(dtype)
+    return (offset + rng.standard_normal(n)).astype(dtype)
+
+
+def _ratio_cause(n: int, var: float, v: float, tol_var: float) -> str | None:
+    """Name a variance that is a classic multiple of the right one, within the tolerance."""
+    if var <= 0 or n < 2:
+        return None
+    named = [(n / (n - 1), "you returned the unbiased variance (divided by n−1): M2 / (n - 1) is the sample estimator "
+                           "(np.var(ddof=1), torch.var's default). This function returns the biased variance M2 / n, "
+                           "the one LayerNorm uses."),
+             (float(n), "you returned the sum of squared deviations M2 instead of M2/n: divide by the count at the end.")]
+    for factor, cause in named:
+        if abs(v - factor * var) <= tol_var * factor:
+            return cause
+    if abs(var - 1.0) > 1e-6 and abs(v - np.sqrt(var)) <= 1e-9 * np.sqrt(var) + tol_var:
+        return "you returned the standard deviation: the variance is its square (do not take a square root)."
+    return None
+
+
+def _one_stream(welford_mean_var, values: np.ndarray, what: str, memory: bool):
+    """Run the learner's function on one read-once stream; returns (mean, var, reads, peak) or fails."""
+    n = values.size
     stream = CountingStream(values)
-    what = f"welford_mean_var(stream of {n} values near {offset:.0e}, dtype {np.dtype(dtype)})"
+    result, peak = None, None
     try:
-        if memory:
-            result, peak = _quiet_call(call_measuring_memory, welford_mean_var, stream, what=what)
-        else:
-            result, peak = _quiet_call(welford_mean_var, stream, what=what), 0
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            if memory:
+                result, peak = call_measuring_memory(welford_mean_var, stream, what=what,
+                                                     shape_rule=SHAPE_RULES["mean_var"])
+            else:
+                result = _quiet_call(welford_mean_var, stream, what=what)
     except Exception:
         if stream._state["violation"] is None:
             raise
@@ -453,10 +489,36 @@ def check_welford_one_pass(welford_mean_var, n=20000, offset=1e8, seed=0, dtype=
     mean_exact, var_exact = exact_mean_var(values)
     tol_mean, tol_var = _tolerances(values, n, var_exact)
     if abs(m - mean_exact) > tol_mean or abs(v - var_exact) > tol_var:
+        cause = None
+        if abs(m - mean_exact) <= tol_mean:
+            cause = _ratio_cause(n, var_exact, v, tol_var)
         fail(f"{what} read each element once but returned ({m!r}, {v!r}); the exact answer is "
-             f"({mean_exact!r}, {var_exact!r}). Run check_welford_mean_var for a diagnosis.")
+             f"({mean_exact!r}, {var_exact!r}).\nLikely cause: "
+             + (cause or "run check_welford_mean_var for a diagnosis."))
+    return m, v, reads, peak, var_exact, tol_var
+
+
+def check_welford_one_pass(welford_mean_var, n=20000, offset=1e8, seed=0, dtype=np.float64, memory=True):
+    """Feed ``welford_mean_var`` a read-once stream of ``n`` values and check it reads each element once.
+
+    Also checks the answer (exactly as ``check_welford_mean_var``) and, with ``memory=True``,
+    that peak memory stays O(1): copying the elements into a list grows with ``n``. When n is
+    so large that the unbiased variance, n/(n-1) times the right one, fits in the rounding
+    tolerance of the offset, a second stream of 4 values (same offset) tells them apart.
+    """
+    rng = np.random.default_rng(seed)
+    values = _stream_values(n, offset, rng, dtype)
+    what = f"welford_mean_var(stream of {n} values near {offset:.0e}, dtype {np.dtype(dtype)})"
+    _, _, reads, peak, var_exact, tol_var = _one_stream(welford_mean_var, values, what, memory)
+    short = ""
+    if n > SHORT_STREAM and var_exact / (n - 1) <= 4 * tol_var:
+        values = _stream_values(SHORT_STREAM, offset, rng, dtype)
+        _one_stream(welford_mean_var, values,
+                    f"welford_mean_var(stream of {SHORT_STREAM} values near {offset:.0e}, dtype {np.dtype(dtype)})",
+                    memory=False)
+        short = f", and a stream of {SHORT_STREAM}"
     extra = f", peak memory {peak / 1024:.1f} KiB" if memory and peak is not None else ""
-    passed(f"welford_mean_var made one pass over a stream of {n} values ({reads} reads{extra})")
+    passed(f"welford_mean_var made one pass over a stream of {n} values ({reads} reads{extra}){short}")
 
 
 # ----------------------------------------------------------------------------- welford_combine
@@ -535,11 +597,11 @@ def _compare_partial(result, expected, what, a=None, b=None, total=None):
 
 def _merge(welford_combine, a, b, what):
     try:
-        result = _quiet_call(welford_combine, a, b, what=what)
-    except ZeroDivisionError:
-        if a[0] == 0 or b[0] == 0:
-            fail(f"{what} raised ZeroDivisionError.\nLikely cause: with an empty partial (0, 0.0, 0.0) on either "
-                 "side, n_a·n_b/n or n_b/n can be 0/0. When one count is 0, return the other partial as it is.")
+        result = _quiet_call(welford_combine, a, b, what=what, rule="combine")
+    except LearnerError as error:
+        if error.error_type == "ZeroDivisionError" and (a[0] == 0 or b[0] == 0):
+            raise error.with_cause("with an empty partial (0, 0.0, 0.0) on either side, n_a·n_b/n or n_b/n can be "
+                                   "0/0. When one count is 0, return the other partial as it is.") from None
         raise
     return _strict_partial(result, what)
 

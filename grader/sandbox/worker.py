@@ -669,9 +669,10 @@ class Worker:
         """Call a learner function; the reply says which library implementations it called ("delegated")."""
         import contextlib
         import traceback
-        import tracemalloc
 
         import numpy as np
+
+        from grader.compare import measuring_memory
 
         function = self.namespace().get(message["name"])
         args = [self.decode(a) for a in message["args"]]
@@ -680,18 +681,19 @@ class Worker:
         out, err = self.capture()
         measure = bool(message.get("measure_memory"))
         peak, delegated = None, []
+        # numpy/Python through tracemalloc, torch's allocator through a dispatch mode (torch is
+        # imported in the zygote): the same measurement as in the notebook (grader.compare).
+        meter = measuring_memory("auto") if measure else contextlib.nullcontext()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                if measure:
-                    tracemalloc.start()
                 self.tripwires.start()
                 try:
-                    value = function(*args, **kwargs)
+                    with meter as report:
+                        value = function(*args, **kwargs)
                 finally:
                     delegated = self.tripwires.stop()
                     if measure:
-                        peak = tracemalloc.get_traced_memory()[1]
-                        tracemalloc.stop()
+                        peak = report.peak
             except BaseException as exc:
                 return {"op": "raise", "type": type(exc).__name__, "message": self.safe_str(exc)[:4000],
                         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:],

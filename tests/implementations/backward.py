@@ -91,6 +91,27 @@ def jacobian_eps_outside_sqrt(x, eps=1e-5):
     return (np.eye(d) - 1.0 / d - np.outer(xh, xh) / d) / s
 
 
+def jacobian_unbiased_eps_outside(x, eps=1e-5):
+    d = x.size
+    s = x.std(ddof=1) + eps
+    xh = (x - x.mean()) / s
+    return (np.eye(d) - 1.0 / d - np.outer(xh, xh) / d) / s
+
+
+def jacobian_unbiased_eps_ignored(x, eps=1e-5):
+    return jacobian_unbiased(x, eps=0.0)
+
+
+UNBIASED, OUTSIDE, IGNORED = "unbiased variance", "outside the square root", "eps is ignored"
+ALL_NAMED = [UNBIASED, OUTSIDE, IGNORED, "eps = 0", "did not divide by s"]
+MISTAKE_COMBINATIONS_JACOBIAN = {
+    "unbiased + eps outside": (jacobian_unbiased_eps_outside, [UNBIASED, OUTSIDE], {"eps": 1.0}),
+    "unbiased + eps ignored": (jacobian_unbiased_eps_ignored, [UNBIASED, IGNORED], {"eps": 1.0}),
+    "eps outside": (jacobian_eps_outside_sqrt, [OUTSIDE], {"eps": 1.0}),
+    "unbiased": (jacobian_unbiased, [UNBIASED], {"eps": 1.0}),
+}
+
+
 CORRECT_JACOBIANS = [jacobian_matrix_form, jacobian_entrywise, jacobian_via_identity_minus_projectors]
 WRONG_JACOBIANS = {
     "no mean term": (jacobian_no_mean_term, "do not sum to zero", {}),
@@ -165,7 +186,42 @@ def vjp_builds_jacobian(x, g, eps=1e-5):
     return jacobian_matrix_form(x, eps).T @ g
 
 
-CORRECT_VJPS = [vjp_means, vjp_sums, vjp_two_projections]
+def vjp_torch_vectors(x, g, eps=1e-5):
+    """The vector formula in torch: O(d) memory, allocated by torch (tracemalloc cannot see it)."""
+    import torch
+
+    xt, gt = torch.from_numpy(x), torch.from_numpy(g)
+    mu = xt.mean()
+    s = torch.sqrt(((xt - mu) ** 2).mean() + eps)
+    xh = (xt - mu) / s
+    return ((gt - gt.mean() - (gt * xh).mean() * xh) / s).numpy()
+
+
+def vjp_torch_autograd(x, g, eps=1e-5):
+    """Autograd through a hand-written forward: its backward is O(d) too."""
+    import torch
+
+    xt = torch.tensor(x, requires_grad=True)
+    mu = xt.mean()
+    y = (xt - mu) / torch.sqrt(((xt - mu) ** 2).mean() + eps)
+    (dx,) = torch.autograd.grad(y, xt, grad_outputs=torch.from_numpy(g))
+    return dx.numpy()
+
+
+def vjp_torch_builds_jacobian(x, g, eps=1e-5):
+    """The full (d, d) Jacobian in torch, then J^T g: right values, d*d memory that tracemalloc misses."""
+    import torch
+
+    d = x.size
+    xt = torch.from_numpy(x)
+    mu = xt.mean()
+    s = torch.sqrt(((xt - mu) ** 2).mean() + eps)
+    xh = (xt - mu) / s
+    J = (torch.eye(d, dtype=torch.float64) - 1.0 / d - torch.outer(xh, xh) / d) / s
+    return (J.T @ torch.from_numpy(g)).numpy()
+
+
+CORRECT_VJPS = [vjp_means, vjp_sums, vjp_two_projections, vjp_torch_vectors, vjp_torch_autograd]
 WRONG_VJPS = {
     "no mean term": (vjp_no_mean_term, "does not sum to zero", {}),
     "sum instead of mean": (vjp_sum_not_mean, "does not sum to zero", {}),
@@ -250,4 +306,35 @@ WRONG_BACKWARDS = {
     "dgamma times gamma": (backward_dgamma_times_gamma, "multiplied by gamma", {}),
     "dx without mean term": (backward_no_mean_term, "should sum to zero", {}),
     "list instead of tuple": (backward_list_result, "should return a tuple", {}),
+}
+
+
+# ---------------------------------------------------------------- right maths, fixed number of axes
+def backward_unpacks_two_axes(dy, x, gamma, eps=1e-5):
+    """Written for (N, d): the sums over tokens are axis=0."""
+    N, d = x.shape
+    _, s, xh = _stats(x, eps)
+    g = gamma * dy
+    dx = (g - g.mean(1, keepdims=True) - np.mean(g * xh, 1, keepdims=True) * xh) / s
+    return dx, (dy * xh).sum(0), dy.sum(0)
+
+
+def backward_torch_three_axes(dy, x, gamma, eps=1e-5):
+    """Written for (B, T, d) torch code: sums over dims (0, 1)."""
+    import torch
+
+    xt, dyt = torch.from_numpy(x), torch.from_numpy(dy)
+    mu = xt.mean(-1, keepdim=True)
+    s = torch.sqrt(((xt - mu) ** 2).mean(-1, keepdim=True) + eps)
+    xh = (xt - mu) / s
+    g = torch.from_numpy(gamma) * dyt
+    dx = (g - g.mean(-1, keepdim=True) - (g * xh).mean(-1, keepdim=True) * xh) / s
+    return dx.numpy(), (dyt * xh).sum(dim=(0, 1)).numpy(), dyt.sum(dim=(0, 1)).numpy()
+
+
+# (function, substrings the diagnosis must contain, keyword arguments for the check)
+SHAPE_LIMITED_BACKWARDS = {
+    "unpacks N, d": (backward_unpacks_two_axes, ["ValueError", "too many values to unpack", "any shape (..., d)"], {}),
+    "torch dims (0, 1)": (backward_torch_three_axes, ["IndexError", "Dimension out of range", "any shape (..., d)"],
+                          {"shape": (8,)}),
 }

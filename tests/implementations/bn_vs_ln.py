@@ -219,6 +219,13 @@ def probe_one_position_at_a_time(norm, x, t):
     return False
 
 
+def probe_tiny_change(norm, x, t):
+    """Exact comparison after a change of 1e-3: any change counts, however small."""
+    changed = x.copy()
+    changed[:, t + 1:] += 1e-3
+    return bool(np.any(norm(x)[:, : t + 1] != norm(changed)[:, : t + 1]))
+
+
 def probe_always_false(norm, x, t):
     return False
 
@@ -264,6 +271,38 @@ def probe_allclose(norm, x, t):
     return not np.allclose(norm(x)[:, : t + 1], norm(changed)[:, : t + 1])
 
 
+def probe_assert_close(norm, x, t):
+    """torch.testing.assert_close: rtol = atol = 1e-7 in float64, a tolerance that hides small leaks."""
+    import torch
+
+    changed = x.copy()
+    changed[:, t + 1:] += 1.0 + np.random.default_rng(0).standard_normal(changed[:, t + 1:].shape)
+    try:
+        torch.testing.assert_close(torch.from_numpy(norm(x)[:, : t + 1]), torch.from_numpy(norm(changed)[:, : t + 1]))
+    except AssertionError:
+        return True
+    return False
+
+
+def probe_allclose_huge_change(norm, x, t):
+    """A tolerant comparison, made to work most of the time by a change a million times larger."""
+    changed = x.copy()
+    changed[:, t + 1:] += 1e6
+    return not np.allclose(norm(x)[:, : t + 1], norm(changed)[:, : t + 1])
+
+
+def probe_isclose_relative(norm, x, t):
+    """math.isclose's default: a relative tolerance of 1e-9 and no absolute one."""
+    changed = x.copy()
+    changed[:, t + 1:] += 1.0
+    before, after = norm(x)[:, : t + 1], norm(changed)[:, : t + 1]
+    return not all(math.isclose(a, b) for a, b in zip(before.ravel(), after.ravel()))
+
+
+def probe_truncate_allclose(norm, x, t):
+    return not np.allclose(norm(x)[:, : t + 1], norm(x[:, : t + 1]))
+
+
 def probe_in_place(norm, x, t):
     before = norm(x)
     x[:, t + 1:] += 1.0
@@ -282,7 +321,7 @@ def probe_excludes_t(norm, x, t):
     return not np.array_equal(norm(x)[:, :t], norm(changed)[:, :t])
 
 
-CORRECT_PROBES = [probe_perturb_all, probe_truncate, probe_one_position_at_a_time]
+CORRECT_PROBES = [probe_perturb_all, probe_truncate, probe_one_position_at_a_time, probe_tiny_change]
 WRONG_PROBES = {
     "always False": (probe_always_false, "never called norm", {}),
     "always True": (probe_always_true, "never called norm", {}),
@@ -292,7 +331,107 @@ WRONG_PROBES = {
     "compares every position": (probe_compares_everything, "Compare only positions 0..t", {}),
     "zero fill": (probe_zero_fill, "zero padding", {}),
     "np.allclose": (probe_allclose, "too tolerant", {}),
+    "torch.testing.assert_close": (probe_assert_close, "too tolerant", {}),
+    "np.allclose after a huge change": (probe_allclose_huge_change, "too tolerant", {}),
+    "math.isclose": (probe_isclose_relative, "too tolerant", {}),
+    "truncated, np.allclose": (probe_truncate_allclose, "too tolerant", {}),
     "in-place": (probe_in_place, "in place", {}),
     "returns an array": (probe_per_position, "reduce it to one answer", {}),
     "excludes position t": (probe_excludes_t, "Check the slice you compare", {}),
+}
+
+
+# ---------------------------------------------------------------- right maths, fixed number of axes
+# Correct on the inputs they were written for (course assignments, model code), but they stop with
+# an exception on any other number of axes. The check must explain, not show a traceback.
+def ln_unpacks_three_axes(x, gamma, beta, eps=1e-5):
+    B, T, C = x.shape
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+def ln_axis_one(x, gamma, beta, eps=1e-5):
+    """Written for (N, d) batches: axis=1 is the features only there."""
+    mu = x.mean(axis=1, keepdims=True)
+    var = x.var(axis=1, keepdims=True)
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+def ln_indexes_shape_one(x, gamma, beta, eps=1e-5):
+    d = x.shape[1]
+    mu = x.sum(axis=-1, keepdims=True) / d
+    var = ((x - mu) ** 2).sum(axis=-1, keepdims=True) / d
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+def bn_unpacks_two_axes(x, gamma, beta, eps=1e-5):
+    N, d = x.shape
+    mu = x.sum(axis=0) / N
+    var = ((x - mu) ** 2).sum(axis=0) / N
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+# (function, substrings the diagnosis must contain, keyword arguments for the check)
+SHAPE_LIMITED_LAYERNORMS = {
+    "unpacks B, T, C": (ln_unpacks_three_axes, ["ValueError", "not enough values to unpack", "any shape (..., d)",
+                                                "B, T, C = x.shape"], {}),
+    "axis=1": (ln_axis_one, ["AxisError", "any shape (..., d)", "axis=-1"], {}),
+    "x.shape[1]": (ln_indexes_shape_one, ["IndexError", "any shape (..., d)", "x.shape[-1]"], {}),
+}
+SHAPE_LIMITED_BATCH_NORMS = {
+    "unpacks N, d": (bn_unpacks_two_axes, ["ValueError", "too many values to unpack", "any shape (..., d)",
+                                           "every axis but the last"], {}),
+}
+
+
+# ---------------------------------------------------------------- two mistakes at once
+def ln_unbiased_eps_outside(x, gamma, beta, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    return gamma * (x - mu) / (x.std(axis=-1, ddof=1, keepdims=True) + eps) + beta
+
+
+def ln_unbiased_eps_ignored(x, gamma, beta, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    return gamma * (x - mu) / x.std(axis=-1, ddof=1, keepdims=True) + beta
+
+
+def ln_unbiased_divides_by_variance(x, gamma, beta, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    return gamma * (x - mu) / (x.var(axis=-1, ddof=1, keepdims=True) + eps) + beta
+
+
+def ln_naive_eps_outside(x, gamma, beta, eps=1e-5):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = (x * x).mean(axis=-1, keepdims=True) - mu * mu
+    return gamma * (x - mu) / (np.sqrt(var) + eps) + beta
+
+
+def bn_unbiased_eps_outside(x, gamma, beta, eps=1e-5):
+    axes = tuple(range(x.ndim - 1))
+    return gamma * (x - x.mean(axis=axes)) / (x.std(axis=axes, ddof=1) + eps) + beta
+
+
+UNBIASED, OUTSIDE, IGNORED = "unbiased variance", "outside the square root", "eps is ignored"
+BY_VARIANCE, CANCELS, HARDCODED = "divided by the variance", "cancels catastrophically", "whatever eps was passed"
+LARGE_OFFSET = {"shape": (4, 16), "offset": 1e4, "scale": 1e-2}
+ALL_NAMED = [UNBIASED, OUTSIDE, IGNORED, BY_VARIANCE, CANCELS, HARDCODED]
+# name -> (function, what the diagnosis must name, keyword arguments); it must name nothing else of ALL_NAMED
+MISTAKE_COMBINATIONS_LAYERNORM = {
+    "unbiased + eps outside": (ln_unbiased_eps_outside, [UNBIASED, OUTSIDE], {}),
+    "unbiased + eps outside, eps = 1": (ln_unbiased_eps_outside, [UNBIASED, OUTSIDE], {"shape": (3, 6), "eps": 1.0}),
+    "unbiased + eps outside, large offset": (ln_unbiased_eps_outside, [UNBIASED, OUTSIDE], LARGE_OFFSET),
+    "unbiased + eps ignored": (ln_unbiased_eps_ignored, [UNBIASED, IGNORED], {"shape": (4, 5), "eps": 1.0}),
+    "unbiased + divides by the variance": (ln_unbiased_divides_by_variance, [UNBIASED, BY_VARIANCE], {}),
+    "naive variance + eps outside, large offset": (ln_naive_eps_outside, [CANCELS, OUTSIDE],
+                                                   {**LARGE_OFFSET, "eps": 1e-3}),
+    # one mistake: only that one is named, with or without a large offset
+    "unbiased, large offset": (ln_unbiased, [UNBIASED], LARGE_OFFSET),
+    "eps outside, large offset": (ln_eps_outside, [OUTSIDE], LARGE_OFFSET),
+    "naive variance, large offset": (ln_naive_variance, [CANCELS], LARGE_OFFSET),
+    "eps hard-coded": (ln_eps_hardcoded, [HARDCODED], {"shape": (4, 5), "eps": 1.0}),
+}
+MISTAKE_COMBINATIONS_BATCH_NORM = {
+    "unbiased + eps outside": (bn_unbiased_eps_outside, [UNBIASED, OUTSIDE], {"shape": (2, 3, 4), "eps": 1.0}),
+    "unbiased + eps outside, eps = 1e-5": (bn_unbiased_eps_outside, [UNBIASED, OUTSIDE], {}),
 }

@@ -354,3 +354,69 @@ WRONG_BACKWARDS = {
     "keepdims missing": (backward_no_keepdims, "keepdims=True", {}),
     "list instead of tuple": (backward_list, "should return a tuple", {}),
 }
+
+
+# ---------------------------------------------------------------- right maths, fixed number of axes
+def rms_unpacks_three_axes(x, gamma, eps=1e-6):
+    B, T, d = x.shape
+    return gamma * x / np.sqrt(np.mean(x * x, axis=2, keepdims=True) + eps)
+
+
+def rms_reshape_two_axes(x, gamma, eps=1e-6):
+    """Written for (B, T, d): flattens with sizes read off three axes."""
+    rows = x.reshape(x.shape[0] * x.shape[1], x.shape[2])
+    out = gamma * rows / np.sqrt(np.mean(rows * rows, axis=1, keepdims=True) + eps)
+    return out.reshape(x.shape)
+
+
+def backward_unpacks_two_axes(dy, x, gamma, eps=1e-6):
+    N, d = x.shape
+    r = np.sqrt(np.mean(x * x, axis=1, keepdims=True) + eps)
+    x_hat = x / r
+    g = gamma * dy
+    return (g - np.mean(g * x_hat, axis=1, keepdims=True) * x_hat) / r, np.sum(dy * x_hat, axis=0)
+
+
+SHAPE_LIMITED_FORWARDS = {
+    "unpacks B, T, d": (rms_unpacks_three_axes, ["ValueError", "not enough values to unpack", "any shape (..., d)"],
+                        {}),
+    "x.shape[2]": (rms_reshape_two_axes, ["IndexError", "any shape (..., d)", "x.shape[-1]"], {}),
+}
+SHAPE_LIMITED_BACKWARDS = {
+    "unpacks N, d": (backward_unpacks_two_axes, ["ValueError", "too many values to unpack", "any shape (..., d)"],
+                     {}),
+}
+
+
+# ---------------------------------------------------------------- two mistakes at once
+def rms_sum_eps_outside(x, gamma, eps=1e-6):
+    return gamma * x / (np.sqrt(np.sum(x * x, axis=-1, keepdims=True)) + eps)
+
+
+def rms_std_eps_outside(x, gamma, eps=1e-6):
+    return gamma * x / (x.std(axis=-1, keepdims=True) + eps)
+
+
+def rms_unbiased_std_eps_ignored(x, gamma, eps=1e-6):
+    return gamma * x / x.std(axis=-1, ddof=1, keepdims=True)
+
+
+def rms_mean_square_eps_ignored(x, gamma, eps=1e-6):
+    return gamma * x / np.mean(x * x, axis=-1, keepdims=True)
+
+
+SUMMED, OUTSIDE, IGNORED, STD = "sqrt(d)", "outside the square root", "eps is ignored", "standard deviation"
+NO_SQRT, UNBIASED_STD = "square root is missing", "unbiased standard deviation"
+ALL_NAMED = [SUMMED, OUTSIDE, IGNORED, STD, NO_SQRT]
+MISTAKE_COMBINATIONS_FORWARD = {
+    "sum + eps outside": (rms_sum_eps_outside, [SUMMED, OUTSIDE], {"shape": (4, 8), "eps": 0.1}),
+    "std + eps outside": (rms_std_eps_outside, [STD, OUTSIDE], {"shape": (4, 8), "eps": 0.1, "offset": 1.0}),
+    "unbiased std + eps ignored": (rms_unbiased_std_eps_ignored, [UNBIASED_STD, IGNORED],
+                                   {"shape": (4, 8), "eps": 0.1, "offset": 1.0}),
+    "mean square, no eps": (rms_mean_square_eps_ignored, [NO_SQRT, IGNORED], {"shape": (4, 8), "eps": 0.1}),
+    "L2 normalisation": (rms_l2_normalise, [SUMMED, IGNORED], {"shape": (4, 8), "eps": 0.1}),
+    # one mistake: only that one is named
+    "eps outside": (rms_eps_outside, [OUTSIDE], {"shape": (4, 8), "eps": 0.1}),
+    "sum, eps inside": (rms_sum_not_mean, [SUMMED], {"shape": (4, 8), "eps": 0.1}),
+    "eps ignored": (rms_eps_ignored, [IGNORED], {"shape": (4, 8), "eps": 0.1}),
+}

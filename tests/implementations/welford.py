@@ -95,6 +95,17 @@ def unbiased(x):
     return float(mean), float(m2 / (count - 1))
 
 
+def naive_unbiased(x):
+    """Two mistakes: E[x²] − μ², and divided by n − 1."""
+    n, s, ss = 0, 0.0, 0.0
+    for xi in x:
+        n += 1
+        s += xi
+        ss += xi * xi
+    mean = s / n
+    return mean, (ss - n * mean * mean) / (n - 1)
+
+
 def returns_m2(x):
     count, mean, m2 = 0, 0.0, 0.0
     for xi in x:
@@ -195,6 +206,8 @@ WRONG_MEAN_VARS = {
     "swapped": (swapped, "(var, mean)", {}),
     "floor division": (floor_division_mean, "floor division", {"x": np.arange(1, 11)}),
     "unbiased on one element": (unbiased, "n - 1 = 0", {"x": np.array([3.25])}),
+    "naive and unbiased at an offset": (naive_unbiased, "2 mistakes together: (1) you returned the unbiased variance",
+                                        {"x": 1e8 + np.random.default_rng(5).standard_normal(500)}),
 }
 
 
