@@ -45,6 +45,7 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	bash tools/ensure-chromium
+	bash tools/ensure-proxy
 	$(PY) -m pytest --durations=15
 
 build: $(STAMP)

@@ -11,6 +11,8 @@ def main(argv: list[str] | None = None) -> int:
 
     build_parser = commands.add_parser("build", help="regenerate source notebooks, release/, notebooks/, solutions/")
     build_parser.add_argument("assignments", nargs="*", help="assignment ids (default: every one present)")
+    build_parser.add_argument("--root", type=Path, default=None,
+                              help="course root, e.g. a copy in a private home (default: this repository)")
 
     grade_parser = commands.add_parser("grade", help="autograde submitted/*/ASSIGNMENT and export scores")
     grade_parser.add_argument("assignment", help="assignment id, e.g. 03_backward")
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         from grader.build import build
 
-        for assignment in build(assignments=args.assignments or None):
+        for assignment in build(args.root, assignments=args.assignments or None):
             print(f"built {assignment}: release/, notebooks/, solutions/")
         return 0
     if args.command == "grade":
