@@ -362,8 +362,9 @@ def build_root(config: dict, uid: int, gid: int, owner: tuple[int, int] | None) 
             os.close(source)
 
     # Folders the grader names secret (nbgrader's exchange, the course) stay hidden even where
-    # they lie inside an allowed folder (an exchange under /usr/local/share, a course around the
-    # venv's site-packages): an empty, read-only tmpfs that no one may list covers each.
+    # they lie inside an allowed folder (an exchange under /usr/local/share, a course inside a
+    # sys.path entry): an empty, read-only tmpfs that no one may list covers each. A secret that
+    # holds an allowed folder (a course around its .venv) is not covered: the allow-list hides it.
     for real in secrets:
         if any(_inside(real, m) for m in root.mounted):
             _mount("tmpfs", root.path(real), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
