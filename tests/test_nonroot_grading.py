@@ -9,6 +9,7 @@ feedback, nothing may be left in /tmp, and a hostile learner must see neither th
 import csv
 import json
 import os
+import pwd
 import secrets
 import shutil
 import socket
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.sandbox import isolation
+from tests.classroom_helpers import kill_processes, namespace_setup, remove_user, user_command
 from tests.conftest import ROOT
 from tests.test_hostile import ASSIGNMENT, WRONG, make_course, solution_sources, submission, submit
 
@@ -55,14 +56,16 @@ def needs_privilege():
         pytest.skip(reason)
 
 
-def add_user(name: str, home: Path) -> None:
+def add_user(name: str, home: Path) -> pwd.struct_passwd:
     subprocess.run(["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/sh", name], check=True)
     home.chmod(0o700)
+    return pwd.getpwnam(name)
 
 
-def remove_user(name: str) -> None:
-    subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
-    subprocess.run(["userdel", "--remove", name], capture_output=True)
+def remove_users(users: list[pwd.struct_passwd]) -> None:
+    kill_processes([user.pw_uid for user in users])
+    for user in users:
+        remove_user(user.pw_name)
 
 
 def tmp_entries_of(uid: int) -> set[str]:
@@ -76,25 +79,6 @@ def tmp_entries_of(uid: int) -> set[str]:
     return found
 
 
-def run_as(user: str, home: Path, argv: list[str], env: dict, timeout: int) -> subprocess.CompletedProcess:
-    """``argv`` as ``user``; the interpreter reached through a private mount namespace when it lives
-    where others cannot go (pyenv under /root, mode 700). Nothing on disk changes."""
-    prefix = os.path.realpath(sys.base_prefix)
-    blocked = isolation._blocking_ancestor(prefix)
-    staging = tempfile.mkdtemp(prefix="lncourse-test-python-")
-    setup = ""
-    if blocked:
-        setup = (f"mount --bind {prefix} {staging} && mount -t tmpfs -o mode=755 tmpfs {blocked} && "
-                 f"mkdir -p {prefix} && mount -o bind,ro {staging} {prefix} && ")
-    assignments = " ".join(f"{k}={v}" for k, v in env.items())
-    command = f"{setup}cd {home} && exec runuser -u {user} -- env -i {assignments} " + " ".join(argv)
-    try:
-        return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", command],
-                              capture_output=True, text=True, timeout=timeout)
-    finally:
-        os.rmdir(staging)
-
-
 def test_unprivileged_instructor_grades_a_class_in_a_private_home(tmp_path):
     needs_privilege()
     tag = secrets.token_hex(3)
@@ -102,9 +86,10 @@ def test_unprivileged_instructor_grades_a_class_in_a_private_home(tmp_path):
     base = Path(tempfile.mkdtemp(prefix="lncourse-test-homes-"))
     base.chmod(0o755)
     listener = socket.create_server(("127.0.0.1", 0))
+    users = []
     try:
-        add_user(instructor, base / instructor)
-        add_user(classmate, base / classmate)
+        users.append(add_user(instructor, base / instructor))
+        users.append(add_user(classmate, base / classmate))
         # A Debian-style home (0755) with something in it: the sandbox must not show it either.
         (base / classmate).chmod(0o755)
         (base / classmate / "notes.txt").write_text("CLASSMATE-SECRET")
@@ -135,18 +120,25 @@ def test_unprivileged_instructor_grades_a_class_in_a_private_home(tmp_path):
         # nbgrader collect leaves what the instructor owns; autograded/ gets nbgrader's 0444 notebooks
         subprocess.run(["chown", "-R", f"{instructor}:{instructor}", str(home)], check=True)
 
-        before = tmp_entries_of(int(subprocess.check_output(["id", "-u", instructor])))
-        env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home),
-               "JUPYTER_CONFIG_PATH": str(config_dir), "MPLBACKEND": "Agg"}
+        uid = users[0].pw_uid
+        before = tmp_entries_of(uid)
+        # the interpreter reached through a private mount namespace where it lives out of other
+        # users' reach (pyenv under /root); nothing on disk changes
+        setup = namespace_setup(base / "staging")
+        env = {"JUPYTER_CONFIG_PATH": str(config_dir), "MPLBACKEND": "Agg"}
         argv = [sys.executable, "-m", "grader", "grade", ASSIGNMENT, "--root", str(course), "--timeout", "60"]
-        first = run_as(instructor, course, argv, env, timeout=900)
+
+        def run_as_instructor():
+            return subprocess.run(user_command(setup, users[0], argv, str(course), env), capture_output=True,
+                                  text=True, timeout=900)
+
+        first = run_as_instructor()
         assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
         assert "userns" in first.stdout + first.stderr, "the non-root instructor's sandbox is user namespaces"
         assert "other users of this machine can enter" not in first.stderr, "a private home raises no warning"
         # Grading twice: the second run rewrites the 0444 notebooks nbgrader left the first time.
-        second = run_as(instructor, course, argv, env, timeout=900)
+        second = run_as_instructor()
         assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
-        uid = int(subprocess.check_output(["id", "-u", instructor]))
         leftovers = tmp_entries_of(uid) - before
 
         with open(course / "build" / "grades.csv", newline="") as f:
@@ -164,8 +156,7 @@ def test_unprivileged_instructor_grades_a_class_in_a_private_home(tmp_path):
         assert not leftovers, f"grading left {sorted(leftovers)} in /tmp"
     finally:
         listener.close()
-        remove_user(instructor)
-        remove_user(classmate)
+        remove_users(users)
         shutil.rmtree(base, ignore_errors=True)
 
 
