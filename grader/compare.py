@@ -6,19 +6,123 @@ values, a private float64 copy made before any arithmetic, so an object that ove
 """
 from __future__ import annotations
 
+import functools
 import inspect
+import threading
 
 import numpy as np
 
 from grader.numerics import relative_error
 
 
+class Diagnosis(str):
+    """The text of a diagnosis, carrying the ids of the misconceptions it names (``grader.catalogue``).
+
+    A plain ``str`` everywhere else, so the message code that builds sentences needs no
+    change; ``ids`` survive only as long as the object itself is passed on (an f-string
+    around it makes a plain str: collect the ids first with ``ids_of``).
+    """
+
+    ids: tuple = ()
+
+
+def tag(text: str, *ids: str) -> Diagnosis:
+    """``text`` as a Diagnosis naming ``ids`` (plus any ids ``text`` already carries)."""
+    tagged = Diagnosis(text)
+    tagged.ids = tuple(dict.fromkeys(ids_of(text) + tuple(ids)))
+    return tagged
+
+
+def ids_of(*values) -> tuple:
+    """The misconception ids carried by any Diagnosis among ``values``, in order, without repeats."""
+    found = []
+    for value in values:
+        found.extend(getattr(value, "ids", ()) if isinstance(value, str) else ())
+    return tuple(dict.fromkeys(found))
+
+
 class CheckFailed(AssertionError):
-    """A check found a wrong answer; the message says what and why."""
+    """A check found a wrong answer; the message says what and why.
+
+    ``misconceptions``: the catalogue ids the diagnosis names (empty when no classic
+    mistake matched); ``check``: the public check that failed, e.g. ``"check_rms_norm"``.
+    """
+
+    def __init__(self, message: str = "", *ids: str, check: str | None = None):
+        super().__init__(message)
+        self.misconceptions = tuple(dict.fromkeys(ids_of(message) + tuple(ids)))
+        self.check = check
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback through grader frames: the diagnosis alone."""
+        where = f" in {self.check}" if self.check else ""
+        lines = str(self).strip("\n").splitlines() or ["(no message)"]
+        return [f"\x1b[0;31m{type(self).__name__}{where}\x1b[0m: {lines[0]}"] + lines[1:]
 
 
-def fail(message: str) -> None:
-    raise CheckFailed("\n" + message.strip() + "\n")
+def fail(message: str, *ids: str) -> None:
+    raise CheckFailed("\n" + message.strip() + "\n", *ids_of(message), *ids)
+
+
+# ------------------------------------------------------------------ who watches the checks
+_observers: list = []
+_state = threading.local()
+
+
+def add_observer(callback) -> None:
+    """Call ``callback(event)`` after every outermost check: a dict with ``check``, ``subject``
+    (the learner function's name), ``outcome`` ("passed", "failed", "not_implemented" or
+    "error"), ``misconceptions`` (ids) and ``message`` (the first 500 characters).
+
+    The learner side keeps its attempt log this way (``grader.learner``). An observer's own
+    exception is swallowed: it never changes a verdict, and writes nothing (nbgrader zeroes a
+    test cell that writes to stderr).
+    """
+    if callback not in _observers:
+        _observers.append(callback)
+
+
+def remove_observer(callback) -> None:
+    if callback in _observers:
+        _observers.remove(callback)
+
+
+def _notify(event: dict) -> None:
+    for callback in list(_observers):
+        try:
+            callback(event)
+        except Exception:  # noqa: BLE001 - see add_observer
+            pass
+
+
+def check(function):
+    """Mark a public check: failures name it, and observers hear of each outermost call."""
+    name = function.__name__
+
+    @functools.wraps(function)
+    def run(subject, *args, **kwargs):
+        depth = getattr(_state, "depth", 0)
+        _state.depth = depth + 1
+        event = {"check": name, "subject": getattr(subject, "__name__", None), "outcome": "error",
+                 "misconceptions": (), "message": ""}
+        try:
+            result = function(subject, *args, **kwargs)
+            event["outcome"] = "passed"
+            return result
+        except CheckFailed as failure:
+            if failure.check is None:
+                failure.check = name
+            event.update(outcome="failed", misconceptions=failure.misconceptions, message=str(failure).strip()[:500])
+            raise
+        except NotImplementedError:
+            event["outcome"] = "not_implemented"
+            raise
+        finally:
+            _state.depth = depth
+            if depth == 0 and _observers:
+                _notify(event)
+
+    return run
 
 
 def preview(array: np.ndarray, limit: int = 6) -> str:
@@ -38,27 +142,29 @@ def strict_array(value, what: str, shape: tuple, dtype=np.float64) -> np.ndarray
         from grader.sandbox.protocol import Unsupported
 
         kind = value.type_name if isinstance(value, Unsupported) else type(value).__module__ + "." + type(value).__name__
-        hint = ""
+        hint, mistake = "", "common.not_an_array"
         if isinstance(value, np.ndarray) or "subclass of numpy.ndarray" in kind:
             hint = " Return a plain array (np.asarray(result)), not a subclass."
         elif kind.startswith("torch"):
-            hint = " Convert with .detach().numpy(), or compute with numpy throughout."
+            hint, mistake = " Convert with .detach().numpy(), or compute with numpy throughout.", "common.torch_returned"
         elif isinstance(value, (list, tuple)):
             hint = " Wrap it with np.array(...)."
         elif value is None:
-            hint = " Did you forget the return statement?"
-        fail(f"{what} should return a numpy.ndarray, but returned {kind}.{hint}")
+            hint, mistake = " Did you forget the return statement?", "common.returned_none"
+        fail(f"{what} should return a numpy.ndarray, but returned {kind}.{hint}", mistake)
     if value.shape != tuple(shape):
         fail(
             f"{what} returned shape {value.shape}, expected {tuple(shape)}.\n"
             "Shapes must match exactly: a (d,) result is not a (1, d) or (d, 1) one. Check keepdims= "
-            "on your reductions and any reshape."
+            "on your reductions and any reshape.",
+            "common.wrong_shape",
         )
     if value.dtype != dtype:
         fail(
             f"{what} returned dtype {value.dtype}, expected {np.dtype(dtype)}.\n"
             "Keep the input's precision: avoid .astype(np.float32), Python lists of mixed types, "
-            "or integer arrays (e.g. np.zeros_like on an integer input)."
+            "or integer arrays (e.g. np.zeros_like on an integer input).",
+            "common.wrong_dtype",
         )
     copy = np.array(value, dtype=np.float64, copy=True)
     bad = ~np.isfinite(copy)
@@ -67,7 +173,8 @@ def strict_array(value, what: str, shape: tuple, dtype=np.float64) -> np.ndarray
         fail(
             f"{what} contains {int(bad.sum())} non-finite value(s) (first at index {index}: {copy[index]}).\n"
             "NaN or inf usually means a division by zero: is eps inside the square root, "
-            "and do you divide by s = sqrt(var + eps) rather than by the variance?"
+            "and do you divide by s = sqrt(var + eps) rather than by the variance?",
+            "common.non_finite",
         )
     return copy
 
@@ -87,7 +194,8 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, what: str, oracle: st
         f"  expected ({oracle}): {preview(expected)}\n"
         f"  got:{' ' * (len(oracle) + 9)}{preview(actual)}\n"
         f"  relative error {error:.2e} (tolerance {rtol:.0e})\n"
-        f"Likely cause: {cause}"
+        f"Likely cause: {cause}",
+        *ids_of(likely_cause),
     )
 
 
@@ -105,7 +213,8 @@ def call_learner(function, *args, what: str, shape_rule: str | None = None, **kw
         if isinstance(original, np.ndarray) and not np.array_equal(original, copy):
             fail(
                 f"{what} modified its input array in place (e.g. x -= mu).\n"
-                "The caller still needs x: work on a new array (x - mu) instead."
+                "The caller still needs x: work on a new array (x - mu) instead.",
+                "common.modified_input",
             )
     return result
 
@@ -119,8 +228,8 @@ class LearnerError(CheckFailed):
     its name in the message); ``error_type`` and ``error_message`` read both forms alike.
     """
 
-    def __init__(self, message: str, error: BaseException, what: str):
-        super().__init__(message)
+    def __init__(self, message: str, error: BaseException, what: str, *ids: str):
+        super().__init__(message, *ids)
         self.error, self.what = error, what
 
     @property
@@ -130,7 +239,8 @@ class LearnerError(CheckFailed):
     def with_cause(self, cause: str) -> "LearnerError":
         """The same diagnosis (call, exception, line) with another likely cause."""
         head = str(self).rsplit("Likely cause:", 1)[0].rstrip("\n")
-        return LearnerError(head + f"\nLikely cause: {cause}\n", self.error, self.what)
+        ids = ids_of(cause) or self.misconceptions
+        return LearnerError(head + f"\nLikely cause: {cause}\n", self.error, self.what, *ids)
 
     @property
     def error_message(self) -> str:
@@ -292,45 +402,59 @@ def is_shape_error(kind: str, message: str) -> bool:
     return kind == "AxisError" or any(pattern.lower() in lowered for pattern, _ in _SHAPE_ERRORS)
 
 
-def _likely_cause(kind: str, message: str, args, shape_rule: str | None) -> str:
+_SHAPE_IDS = {"could not be broadcast": "common.broadcast_mismatch", "must match the size of tensor": "common.broadcast_mismatch",
+              "not aligned": "common.matmul_axes", "mismatch in its core dimension": "common.matmul_axes"}
+
+
+def _likely_cause(kind: str, message: str, args, shape_rule: str | None) -> Diagnosis:
     lowered = message.lower()
     has_array = any(isinstance(a, np.ndarray) and a.ndim >= 1 for a in args)
     for pattern, meaning in _SHAPE_ERRORS:
         if pattern.lower() in lowered or (pattern.startswith("is out of bounds") and kind == "AxisError"):
+            mistake = _SHAPE_IDS.get(pattern, "common.fixed_rank")
             if shape_rule and has_array:
-                return f"{shape_rule} Here: {meaning}"
-            return meaning
+                return tag(f"{shape_rule} Here: {meaning}", mistake)
+            return tag(meaning, mistake)
     if kind == "AxisError":
-        return shape_rule or "a fixed axis number that this input does not have; use axis=-1 for the features."
+        return tag(shape_rule or "a fixed axis number that this input does not have; use axis=-1 for the features.",
+                   "common.fixed_rank")
     if kind == "IndexError" and has_array:
-        return ((shape_rule + " Here: ") if shape_rule else "") + (
-            "an index past the end of an axis: the code assumes sizes or a number of axes this input does not have.")
+        return tag(((shape_rule + " Here: ") if shape_rule else "") + (
+            "an index past the end of an axis: the code assumes sizes or a number of axes this input does not have."),
+            "common.fixed_rank")
     if kind == "ZeroDivisionError":
-        return ("a division by a count or size that is zero for this input: a counter that starts at 0 and is "
-                "incremented after its use, or n - 1 for a single element.")
+        return tag("a division by a count or size that is zero for this input: a counter that starts at 0 and is "
+                   "incremented after its use, or n - 1 for a single element.", "common.zero_division")
     if kind == "RecursionError":
-        return "the function calls itself (a helper with the same name as the exercise?), without end."
+        return tag("the function calls itself (a helper with the same name as the exercise?), without end.",
+                   "common.recursion")
     if kind == "NameError":
-        return ("your function uses a name that is not defined: a typo, or a variable or helper from a cell that "
-                "has not been run. Run the notebook from the top (Kernel > Restart & Run All).")
+        return tag("your function uses a name that is not defined: a typo, or a variable or helper from a cell that "
+                   "has not been run. Run the notebook from the top (Kernel > Restart & Run All).",
+                   "common.undefined_name")
     if kind == "TypeError" and ("argument" in lowered or "positional" in lowered):
-        return ("the check calls your function with the signature given in the exercise; keep its parameter "
-                "names, their order and their defaults.")
+        return tag("the check calls your function with the signature given in the exercise; keep its parameter "
+                   "names, their order and their defaults.", "common.signature_changed")
     if kind == "TypeError" and "nonetype" in lowered:
-        return "a value is None: a helper without a return statement, or an in-place method (list.sort) used as a value."
+        return tag("a value is None: a helper without a return statement, or an in-place method (list.sort) used "
+                   "as a value.", "common.returned_none")
     if kind == "AttributeError" and "numpy.ndarray" in lowered:
-        return ("the inputs are numpy arrays: torch methods (.dim(), .size(-1), .unsqueeze(), .pow(), keepdim=) do "
-                "not exist on them. Use numpy (x.ndim, x.shape[-1], x[..., None], keepdims=), or convert with "
-                "torch.from_numpy(x) and back with .numpy().")
+        return tag("the inputs are numpy arrays: torch methods (.dim(), .size(-1), .unsqueeze(), .pow(), keepdim=) do "
+                   "not exist on them. Use numpy (x.ndim, x.shape[-1], x[..., None], keepdims=), or convert with "
+                   "torch.from_numpy(x) and back with .numpy().", "common.torch_method_on_array")
     if kind == "KeyError":
-        return "a dictionary lookup with a key the dictionary does not have."
+        return tag("a dictionary lookup with a key the dictionary does not have.", "common.learner_raised")
     if kind == "MemoryError":
-        return "an intermediate far larger than the answer: a (d, d) or (n, n) matrix, or copies inside a loop."
+        return tag("an intermediate far larger than the answer: a (d, d) or (n, n) matrix, or copies inside a loop.",
+                   "common.memory_blowup")
     if kind in ("ModuleNotFoundError", "ImportError"):
-        return "a module that is not available here; numpy (and torch where the notebook imports it) are."
+        return tag("a module that is not available here; numpy (and torch where the notebook imports it) are.",
+                   "common.learner_raised")
     if kind in ("FloatingPointError", "OverflowError"):
-        return "a value too large for its type, or a division by zero, in an intermediate step."
-    return "the error is in your code, at the line shown: run the function yourself on the input described above."
+        return tag("a value too large for its type, or a division by zero, in an intermediate step.",
+                   "common.learner_raised")
+    return tag("the error is in your code, at the line shown: run the function yourself on the input described above.",
+               "common.learner_raised")
 
 
 def learner_error(error: BaseException, function, args, kwargs, what: str, shape_rule: str | None = None) -> LearnerError:
@@ -344,8 +468,9 @@ def learner_error(error: BaseException, function, args, kwargs, what: str, shape
     where = _learner_line(error, function)
     if where:
         lines.append(f"  in your code, {where}")
-    lines.append(f"Likely cause: {_likely_cause(kind, message, list(args) + list(kwargs.values()), shape_rule)}")
-    return LearnerError("\n" + "\n".join(lines) + "\n", error, what)
+    cause = _likely_cause(kind, message, list(args) + list(kwargs.values()), shape_rule)
+    lines.append(f"Likely cause: {cause}")
+    return LearnerError("\n" + "\n".join(lines) + "\n", error, what, *cause.ids)
 
 
 def run_learner(function, args, kwargs, what: str, shape_rule: str | None = None, subject=None):
@@ -368,15 +493,17 @@ def run_learner(function, args, kwargs, what: str, shape_rule: str | None = None
 def check_signature(function, name: str, expected: str) -> None:
     """Fail clearly when a learner renamed, removed or reordered a parameter."""
     if not callable(function):
-        fail(f"{name} is not a function any more (it is {type(function).__name__}). Re-run the cell that defines it.")
+        fail(f"{name} is not a function any more (it is {type(function).__name__}). Re-run the cell that defines it.",
+             "common.not_a_function")
     try:
         found = str(inspect.signature(function))
     except (TypeError, ValueError):
-        fail(f"Could not read the signature of {name}; define it with a plain `def`.")
+        fail(f"Could not read the signature of {name}; define it with a plain `def`.", "common.not_a_function")
     if found != expected:
         fail(
             f"The signature of {name} changed: the tests call {name}{expected}, but it is now {name}{found}.\n"
-            f"Restore the original first line, `def {name}{expected}:`, and keep the defaults."
+            f"Restore the original first line, `def {name}{expected}:`, and keep the defaults.",
+            "common.signature_changed",
         )
     print(f"✔ {name}{expected}: signature as expected")
 

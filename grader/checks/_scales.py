@@ -22,6 +22,8 @@ from typing import Callable
 
 import numpy as np
 
+from grader.compare import ids_of, tag
+
 
 @dataclass
 class Statistic:
@@ -98,6 +100,7 @@ def describe(explanations: list[list[str]] | None) -> str | None:
         return f"{len(mistakes)} mistakes together: {parts}"
 
     texts = [one(m) for m in explanations if m]
+    ids = ids_of(*(mistake for mistakes in explanations for mistake in mistakes))
     if len(texts) == 1:
-        return texts[0]
-    return "two explanations fit equally well on this input. Either " + " Or: ".join(texts)
+        return tag(texts[0], *ids)
+    return tag("two explanations fit equally well on this input. Either " + " Or: ".join(texts), *ids)

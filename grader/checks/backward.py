@@ -11,7 +11,9 @@ import numpy as np
 
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale
-from grader.compare import assert_close, call_learner, fail, measure_learner_memory, passed, preview, strict_array
+from grader.compare import (
+    assert_close, call_learner, check, fail, measure_learner_memory, passed, preview, strict_array,
+)
 from grader.numerics import central_difference_jacobian, random_input, relative_error
 
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
@@ -126,6 +128,7 @@ def _jacobian_cause(J: np.ndarray, x: np.ndarray, eps: float) -> str:
     return None
 
 
+@check
 def check_layer_norm_jacobian(layer_norm_jacobian, x=None, eps=1e-5, d=6, seed=0, scale=1.0, offset=0.0):
     """Compare ``layer_norm_jacobian(x, eps)`` with finite differences and torch autograd.
 
@@ -145,6 +148,7 @@ def check_layer_norm_jacobian(layer_norm_jacobian, x=None, eps=1e-5, d=6, seed=0
     passed(f"layer_norm_jacobian matches finite differences and autograd ({len(cases)} input(s), eps={eps})")
 
 
+@check
 def check_jacobian_is_projection(layer_norm_jacobian, d=6, seed=0):
     """With eps = 0, ``s * J`` must be the orthogonal projection I - u u^T - w w^T of rank d - 2."""
     x = _input(None, d, seed)
@@ -193,6 +197,7 @@ def _vjp_cause(v: np.ndarray, x: np.ndarray, g: np.ndarray, eps: float, referenc
     return None
 
 
+@check
 def check_layer_norm_vjp(layer_norm_vjp, layer_norm_jacobian=None, x=None, g=None, eps=1e-5, d=6, seed=0,
                          scale=1.0, offset=0.0):
     """Compare ``layer_norm_vjp(x, g, eps)`` with autograd; if a Jacobian function is given, also J^T g."""
@@ -212,6 +217,7 @@ def check_layer_norm_vjp(layer_norm_vjp, layer_norm_jacobian=None, x=None, g=Non
     passed(f"layer_norm_vjp matches autograd for d={x.size}, eps={eps}{agree}")
 
 
+@check
 def check_vjp_memory(layer_norm_vjp, d=4096, seed=0):
     """The VJP must not build a (d, d) matrix: peak memory O(d).
 
@@ -276,6 +282,7 @@ def _backward_causes(dx, dgamma, dbeta, dy, x, gamma, eps, reference):
     return None, None
 
 
+@check
 def check_layer_norm_backward(layer_norm_backward, shape=(2, 3, 5), eps=1e-5, seed=0, gamma=None, scale=1.0, offset=0.0):
     """Compare ``(dx, dgamma, dbeta) = layer_norm_backward(dy, x, gamma, eps)`` with autograd for x: (..., d)."""
     shape = tuple(shape)

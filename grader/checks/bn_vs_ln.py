@@ -21,7 +21,7 @@ import numpy as np
 
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale
-from grader.compare import LearnerError, assert_close, call_learner, fail, passed, preview, strict_array
+from grader.compare import LearnerError, assert_close, call_learner, check, fail, passed, preview, strict_array
 from grader.numerics import random_input, relative_error
 
 RTOL = 1e-7          # float64 implementations agree with torch to ~1e-14; 1e-7 means another formula
@@ -239,6 +239,7 @@ def _token_alone_cause(function, x, eps, x_hat) -> str | None:
 # ---------------------------------------------------------------------- layernorm
 
 
+@check
 def check_layernorm(layernorm, shape=None, eps=1e-5, seed=0, scale=1.0, offset=0.0, gamma=None, beta=None):
     """Compare ``layernorm(x, gamma, beta, eps)`` with torch's layer_norm for x: (..., d).
 
@@ -261,6 +262,7 @@ def check_layernorm(layernorm, shape=None, eps=1e-5, seed=0, scale=1.0, offset=0
 # ---------------------------------------------------------------------- batch_norm
 
 
+@check
 def check_batch_norm(batch_norm, shape=None, eps=1e-5, seed=0, scale=1.0, offset=0.0, gamma=None, beta=None):
     """Compare ``batch_norm(x, gamma, beta, eps)`` with torch's batch_norm(training=True).
 
@@ -467,6 +469,7 @@ def _probe_cause(case: _Case, answer: bool, recorder: _Recorder) -> str:
             "outputs at positions 0..t only, after changing only the tokens after t.")
 
 
+@check
 def check_leaks_future(leaks_future, shape=(2, 6, 4), seed=0):
     """Point ``leaks_future(norm, x, t)`` at functions with known answers; diagnose wrong ones.
 

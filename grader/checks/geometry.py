@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from grader import oracles
-from grader.compare import call_learner, fail, passed, preview, strict_array
+from grader.compare import call_learner, check, fail, passed, preview, strict_array
 from grader.numerics import random_input, relative_error
 
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
@@ -102,6 +102,7 @@ def _centering_cause(P: np.ndarray) -> str | None:
             f"elsewhere {seen}.")
 
 
+@check
 def check_centering_matrix(centering_matrix, d=4, seed=0):
     """``centering_matrix(d)`` must be the (d, d) float64 projection I - 1 1^T / d.
 
@@ -308,6 +309,7 @@ STANDARD_CASES = (
 )
 
 
+@check
 def check_invariance_gap(invariance_gap, norm=None, a=None, c=None, shape=(3, 6), eps=1e-5, seed=0,
                          scale=1.0, offset=0.0):
     """Compare ``invariance_gap(norm, x, a, c)`` with the gap from torch's own norm (float64).

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.compare import CheckFailed, LearnerError, call_learner, fail, is_shape_error, passed, preview, strict_array
+from grader.compare import (
+    CheckFailed, LearnerError, call_learner, check, fail, is_shape_error, passed, preview, strict_array,
+)
 from grader.numerics import random_input, relative_error
 
 MODES = ("pre", "post", "output")
@@ -209,6 +211,7 @@ def _call(residual_sublayer, x, F, norm, mode, what):
         raise
 
 
+@check
 def check_residual_sublayer(residual_sublayer, modes=MODES, shapes=VISIBLE_SHAPES, pair: str = "mlp",
                             seed: int = 0):
     """For each mode and shape, read the composition off the call trace and compare it with the formula.
@@ -251,6 +254,7 @@ def check_residual_sublayer(residual_sublayer, modes=MODES, shapes=VISIBLE_SHAPE
     passed(f"residual_sublayer builds {shown}  ({len(shapes)} shapes, test functions '{pair}')")
 
 
+@check
 def check_residual_sublayer_rejects(residual_sublayer, invalid_modes=VISIBLE_INVALID, d: int = 5, seed: int = 0):
     """Every mode other than "pre", "post", "output" must raise ValueError naming the valid modes."""
     x = random_input((2, d), seed=seed)

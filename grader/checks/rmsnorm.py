@@ -20,7 +20,7 @@ import numpy as np
 
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale
-from grader.compare import LearnerError, assert_close, call_learner, fail, passed, strict_array
+from grader.compare import LearnerError, assert_close, call_learner, check, fail, passed, strict_array
 from grader.numerics import random_input, relative_error
 
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
@@ -218,6 +218,7 @@ def _rms_norm_case(rms_norm, x, gamma, eps, dtype, label):
         assert_close(y, expected, what, "torch.nn.functional.rms_norm, float64", RTOL[dtype], cause)
 
 
+@check
 def check_rms_norm(rms_norm, shape=None, eps=1e-6, seed=0, gamma=None, scale=1.0, offset=0.0, tiny_rows=False,
                    dtype=np.float64):
     """Compare ``rms_norm(x, gamma, eps)`` with torch's RMSNorm (float64) for x: (..., d).
@@ -408,6 +409,7 @@ def _finite_difference_grads(rms_norm, dy, x, gamma, eps):
     return dx, dgamma
 
 
+@check
 def check_rms_norm_backward(rms_norm_backward, rms_norm=None, shape=(2, 3, 5), eps=1e-6, seed=0, gamma=None,
                             scale=2.0, offset=0.0, tiny_rows=False, dtype=np.float64):
     """Compare ``(dx, dgamma) = rms_norm_backward(dy, x, gamma, eps)`` with autograd for x: (..., d).

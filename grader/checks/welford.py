@@ -26,7 +26,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from grader.compare import CheckFailed, LearnerError, call_learner, call_measuring_memory, fail, passed, preview
+from grader.compare import CheckFailed, LearnerError, call_learner, call_measuring_memory, check, fail, passed, preview
 from grader.sandbox.protocol import StreamSource
 
 U = 2.0**-53                            # unit roundoff of float64
@@ -273,6 +273,7 @@ def _check_one_input(function, x: np.ndarray) -> float:
     return abs(v - var_exact) / var_exact if var_exact > 0 else abs(v)
 
 
+@check
 def check_welford_mean_var(welford_mean_var, x=None, n=1000, offset=1e8, scale=1.0, seed=0):
     """Compare ``welford_mean_var(x)`` with the exact mean and biased variance.
 
@@ -498,6 +499,7 @@ def _one_stream(welford_mean_var, values: np.ndarray, what: str, memory: bool):
     return m, v, reads, peak, var_exact, tol_var
 
 
+@check
 def check_welford_one_pass(welford_mean_var, n=20000, offset=1e8, seed=0, dtype=np.float64, memory=True):
     """Feed ``welford_mean_var`` a read-once stream of ``n`` values and check it reads each element once.
 
@@ -606,6 +608,7 @@ def _merge(welford_combine, a, b, what):
     return _strict_partial(result, what)
 
 
+@check
 def check_welford_combine(welford_combine, welford_mean_var=None, sizes=(5, 1, 17, 0, 3, 40, 8), offset=1e6, seed=0):
     """Merge per-chunk partials (count, mean, M2) with ``welford_combine`` and compare with exact statistics.
 
