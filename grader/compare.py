@@ -442,9 +442,12 @@ def _likely_cause(kind: str, message: str, args, shape_rule: str | None) -> Diag
         return tag("the inputs are numpy arrays: torch methods (.dim(), .size(-1), .unsqueeze(), .pow(), keepdim=) do "
                    "not exist on them. Use numpy (x.ndim, x.shape[-1], x[..., None], keepdims=), or convert with "
                    "torch.from_numpy(x) and back with .numpy().", "common.torch_method_on_array")
+    if kind == "TypeError" and "'int' object is not callable" in lowered and has_array:
+        return tag("in numpy, x.size is an int (the number of elements), not torch's .size(dim): the number of "
+                   "features is x.shape[-1].", "common.torch_method_on_array")
     if kind == "KeyError":
         return tag("a dictionary lookup with a key the dictionary does not have.", "common.learner_raised")
-    if kind == "MemoryError":
+    if kind.endswith("MemoryError") or "unable to allocate" in lowered or "array is too big" in lowered:
         return tag("an intermediate far larger than the answer: a (d, d) or (n, n) matrix, or copies inside a loop.",
                    "common.memory_blowup")
     if kind in ("ModuleNotFoundError", "ImportError"):
