@@ -270,7 +270,8 @@ def _error_parts(error: BaseException) -> tuple[str, str]:
     except Exception:  # noqa: BLE001
         name = "Exception"
     name = str(name)[:100]
-    message = _safe_text(error, 4000)
+    sandbox_text = getattr(error, "sandbox_text", None)  # rebuilt by grader.sandbox.client: str() of the original
+    message = _safe_text(sandbox_text if isinstance(sandbox_text, str) else error, 4000)
     if name == "LearnerException":  # grader.sandbox.client: "TypeName: message"
         head, _, rest = message.partition(": ")
         if head.isidentifier():

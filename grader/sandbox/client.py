@@ -393,7 +393,10 @@ def learner_exception(type_name: str, message: str) -> BaseException:
     """Rebuild the learner's exception as a builtin of the same name (ValueError stays ValueError)."""
     kind = getattr(builtins, type_name, None)
     if isinstance(kind, type) and issubclass(kind, Exception) and kind is not StopIteration:
-        return kind(message)
+        rebuilt = kind(message)
+        # str() of the original, for exceptions whose str is not their argument (KeyError quotes it)
+        rebuilt.sandbox_text = message
+        return rebuilt
     return LearnerException(f"{type_name}: {message}")
 
 
