@@ -4,6 +4,7 @@
 #   make install create .venv or bring it up to date with pyproject.toml and constraints.txt
 #   make build   regenerate release/, notebooks/, solutions/ from source/*.py
 #   make grade ASSIGNMENT=03_backward            grade submitted/*/ASSIGNMENT
+#   make report ASSIGNMENT=03_backward           class report of its last grading (build/reports/)
 #   make bench   widget latency                  make bench-grade   grading speed
 #   make clean   regenerable files only: never submitted/, autograded/, feedback/ or the gradebook
 PYTHON ?= python3
@@ -12,8 +13,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ASSIGNMENT ?= 03_backward
 LAB_ARGS ?=
+REPORT_ARGS ?=
 
-.PHONY: lab test build grade bench bench-grade clean install
+.PHONY: lab test build grade report bench bench-grade clean install
 
 define install_venv
 test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,6 +55,9 @@ build: $(STAMP)
 
 grade: $(STAMP)
 	$(PY) -m grader grade $(ASSIGNMENT)
+
+report: $(STAMP)
+	$(PY) -m grader report $(ASSIGNMENT) $(REPORT_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m normlab.bench_widget

@@ -1,4 +1,4 @@
-"""``python -m grader``: build the course, grade submissions."""
+"""``python -m grader``: build the course, grade submissions, report on a class."""
 from __future__ import annotations
 
 import argparse
@@ -23,6 +23,14 @@ def main(argv: list[str] | None = None) -> int:
                               help="seconds one notebook may run, all its cells together (default: 600)")
     grade_parser.add_argument("--jobs", type=int, default=None, help="notebooks graded in parallel (default: all cores)")
 
+    report_parser = commands.add_parser("report", help="a class report from the last grading: pass rates, "
+                                        "misconceptions, attempt logs (build/reports/ASSIGNMENT.html, .csv, .json)")
+    report_parser.add_argument("assignment", help="assignment id, e.g. 04_rmsnorm")
+    report_parser.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
+    report_parser.add_argument("--out", type=Path, default=None, help="folder for the report (default: build/reports)")
+    report_parser.add_argument("--identify", action="store_true",
+                               help="name learners and show groups of fewer than 5 exactly (default: neither)")
+
     commands.add_parser("bench-grade", help="time plain nbgrader against grader grade on a generated class",
                         add_help=False)
 
@@ -46,4 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return grade(args.assignment, root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
                      notebook_seconds=args.notebook_timeout)
+    if args.command == "report":
+        from grader.report import report
+
+        return report(args.assignment, root=args.root, identify=args.identify, out=args.out)
     return 2

@@ -9,7 +9,10 @@ message alone, so no test source (hidden tests included) appears in an error.
 
 Each test gets a status (``grader.results``): only ``passed``, set after the trusted grader
 ran the whole cell without an exception, earns points. A sandbox that cannot start, dies
-or runs out of time leaves every test it did not finish at ``not_run``.
+or runs out of time leaves every test it did not finish at ``not_run``. A failed test also
+records the catalogue ids of its diagnosis (``misconceptions``, see ``grader.catalogue``),
+taken only from the trusted check's own ``CheckFailed`` (or "common.delegation" for a
+library norm called in the learner's place), never from anything the learner's code made.
 """
 from __future__ import annotations
 
@@ -21,8 +24,12 @@ from pathlib import Path
 
 import nbformat
 
-from grader.results import PASSED, SCHEMA_VERSION, cell_digest, file_digest, notebook_digest
-from grader.sandbox.client import Limits, Sandbox, SandboxError
+from grader.catalogue import ID_PATTERN
+from grader.compare import CheckFailed
+from grader.results import MAX_MISCONCEPTIONS, PASSED, SCHEMA_VERSION, cell_digest, file_digest, notebook_digest
+from grader.sandbox.client import DelegationError, Limits, Sandbox, SandboxError
+
+DELEGATION = "common.delegation"
 
 
 def trusted_test_cells(source_nb) -> dict[str, str]:
@@ -63,16 +70,33 @@ def error_output(ename: str, evalue: str, traceback_text: str | None = None) -> 
             "traceback": [traceback_text or f"{ename}: {evalue}"]}
 
 
-def run_test_cell(source: str, base_namespace: dict, sandbox: Sandbox, output_limit: int) -> tuple[list[dict], bool]:
+def misconceptions_of(error: BaseException) -> list[str]:
+    """The catalogue ids a failed test's exception names: a check's ``CheckFailed`` (raised in
+    this process; the learner's own exceptions arrive rebuilt as builtins, never as one), or a
+    delegation verdict. Malformed ids are dropped; at most ``MAX_MISCONCEPTIONS``."""
+    if isinstance(error, DelegationError):
+        return [DELEGATION]
+    if not isinstance(error, CheckFailed):
+        return []
+    ids = getattr(error, "misconceptions", ())
+    if not isinstance(ids, (tuple, list)):
+        return []
+    valid = [i for i in ids if type(i) is str and len(i) <= 100 and ID_PATTERN.fullmatch(i)]
+    return list(dict.fromkeys(valid))[:MAX_MISCONCEPTIONS]
+
+
+def run_test_cell(source: str, base_namespace: dict, sandbox: Sandbox,
+                  output_limit: int) -> tuple[list[dict], bool, list[str]]:
     """Run one trusted test cell; learner names resolve to proxies into the sandbox.
 
-    Returns (outputs, passed). ``passed`` is True only if the whole cell ran without raising.
+    Returns (outputs, passed, misconceptions). ``passed`` is True only if the whole cell ran
+    without raising; ``misconceptions``: the diagnosis's catalogue ids when it failed.
     All the cell's calls into the sandbox share one time budget (``Sandbox.budget``).
     """
     namespace = dict(base_namespace)
     outputs = []
     captured = io.StringIO()
-    passed = False
+    passed, misconceptions = False, []
     with sandbox.budget():
         try:
             for name in sorted(free_names(source)):
@@ -89,10 +113,11 @@ def run_test_cell(source: str, base_namespace: dict, sandbox: Sandbox, output_li
         except BaseException as error:  # noqa: BLE001 - every failure of a test is a zero for it
             message = str(error).strip() or "(no message)"
             outputs.append(error_output(type(error).__name__[:100], message[:output_limit]))
+            misconceptions = misconceptions_of(error)
     text = captured.getvalue()
     if text:
         outputs.insert(0, stream("stdout", text[:output_limit]))
-    return outputs, passed
+    return outputs, passed, misconceptions
 
 
 def _identity(nb_path: str, source_path: str, nb, who: dict) -> dict:
@@ -153,10 +178,13 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
                 continue
             try:
                 if claims_test:
-                    outputs, passed = run_test_cell(cell.source, base, sandbox, limits.output_characters)
+                    outputs, passed, misconceptions = run_test_cell(cell.source, base, sandbox,
+                                                                    limits.output_characters)
                     result["cells"][key] = outputs
                     result["tests"][grade_id] = {"status": PASSED if passed else "failed",
                                                  "message": "" if passed else "the test failed"}
+                    if misconceptions and not passed:
+                        result["tests"][grade_id]["misconceptions"] = misconceptions
                 else:
                     result["cells"][key] = sandbox.run_cell(cell.source)["outputs"]
             except SandboxError as error:

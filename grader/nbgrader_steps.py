@@ -5,7 +5,9 @@
 - phase "sanitize": nbgrader's sanitising preprocessors only (clear outputs, deduplicate ids,
   restore locked and test cells from the gradebook, check metadata); writes autograded/.
 - phase "record": ``ReplayResults`` puts in the outputs that ``grader.execute`` produced in
-  the sandbox, then nbgrader's own grading preprocessors save the scores to the gradebook.
+  the sandbox, then nbgrader's own grading preprocessors save the scores to the gradebook,
+  and ``SaveDiagnoses`` (right after ``SaveAutoGrades``) adds the autograder's diagnosis of
+  each failed test to the automatic comment of its exercise's solution cell.
 
 Both run in the trusted grading process; submissions never touch the gradebook.
 """
@@ -18,7 +20,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.converters.autograde import Autograde
 from nbgrader.converters.base import BaseConverter
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from traitlets import List, Unicode
 
 from grader import results
@@ -46,6 +48,7 @@ class ReplayResults(NbGraderPreprocessor):
             expected["source_digest"] = file_digest(Path(self.source_notebook))
         path = Path(self.results_dir) / info["student"] / f"{info['notebook']}.json"
         result, problem = results.load(path, expected)
+        resources["grader_result"] = result  # validated, or None: SaveDiagnoses reads it
         tests = autograded_tests(nb)
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
@@ -81,6 +84,84 @@ def test_outputs(result: dict, grade_id: str, recorded: list) -> list[dict]:
     return [error_output("NotGraded", f"{grade_id}: {message}")]
 
 
+DIAGNOSIS_HEADING = "Autograder diagnosis:"
+
+
+def diagnosis_lines(nb, result: dict | None) -> dict[str, list[str]]:
+    """grade_id of a solution cell -> one line per failed test of that exercise that has a diagnosis.
+
+    A test belongs to the nearest solution cell before it (the exercise it tests). The line
+    names each misconception by its catalogue name and id ("- test_rms_norm: <name>
+    [rms.eps_outside_sqrt]"); an id the catalogue does not know is shown alone.
+    """
+    if not result:
+        return {}
+    from grader import catalogue
+
+    lines: dict[str, list[str]] = {}
+    solution = None
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if not isinstance(meta, dict):
+            continue
+        if meta.get("solution") and isinstance(meta.get("grade_id"), str):
+            solution = meta["grade_id"]
+        elif cell.cell_type == "code" and meta.get("grade") and solution is not None:
+            test = result["tests"].get(str(meta.get("grade_id")), {})
+            ids = test.get("misconceptions") or []
+            if test.get("status") == results.PASSED or not ids:
+                continue
+            named = []
+            for mid in ids:
+                known = catalogue.get(mid)
+                named.append(f"{known.name} [{mid}]" if known else mid)
+            lines.setdefault(solution, []).append(f"- {meta['grade_id']}: " + "; ".join(named))
+    return lines
+
+
+def with_diagnosis(comment: str | None, lines: list[str]) -> str | None:
+    """``comment`` (nbgrader's own automatic comment, e.g. "No response.") with the diagnosis
+    appended; a diagnosis already there (a re-grade that skipped SaveAutoGrades) is replaced."""
+    kept = (comment or "").split(DIAGNOSIS_HEADING, 1)[0].rstrip()
+    if not lines:
+        return kept or None
+    return "\n\n".join(part for part in (kept, DIAGNOSIS_HEADING + "\n\n" + "\n".join(lines)) if part)
+
+
+class SaveDiagnoses(NbGraderPreprocessor):
+    """Write each failed test's diagnosis into the automatic comment of its exercise's solution cell.
+
+    nbgrader keeps comments on solution and task cells only; the formgrader shows the automatic
+    comment in the comment box and the feedback prints it under the cell. Runs after
+    SaveAutoGrades, which resets that comment on every grading. Never raises: a diagnosis that
+    cannot be written costs no points and stops nothing (the scores are already saved).
+    """
+
+    def preprocess(self, nb, resources):
+        info = resources.get("nbgrader", {})
+        try:
+            lines = diagnosis_lines(nb, resources.get("grader_result"))
+            if lines:
+                self._save(info, lines)
+        except Exception as error:  # noqa: BLE001 - see the class docstring
+            self.log.warning("%s/%s: the autograder's diagnosis was not saved (%s: %s)", info.get("student"),
+                             info.get("notebook"), type(error).__name__, str(error)[:200])
+        return nb, resources
+
+    def _save(self, info: dict, lines: dict[str, list[str]]) -> None:
+        from nbgrader.api import Gradebook
+
+        with Gradebook(info["db_url"]) as gradebook:
+            try:
+                for solution, texts in lines.items():
+                    comment = gradebook.find_comment(solution, info["notebook"], info["assignment"], info["student"])
+                    comment.auto_comment = with_diagnosis(comment.auto_comment, texts)
+                gradebook.db.commit()
+            except Exception:
+                gradebook.db.rollback()
+                raise
+
+
 def grading_notes_cell(messages: list[str]) -> nbformat.NotebookNode:
     """A markdown cell for the top of the feedback: the grader's notes for this learner, escaped."""
     items = "\n".join(f"<li>{html.escape(m, quote=True)}</li>" for m in messages)
@@ -114,7 +195,12 @@ class IsolatedAutograde(Autograde):
         else:  # nbgrader's own list (the instructor's, if configured), its Execute step replayed
             preprocessors = []
             for pp in self.autograde_preprocessors:
-                preprocessors += [ReplayResults, AddGradingNotes] if pp is Execute else [pp]
+                if pp is Execute:
+                    preprocessors += [ReplayResults, AddGradingNotes]
+                elif isinstance(pp, type) and issubclass(pp, SaveAutoGrades):
+                    preprocessors += [pp, SaveDiagnoses]
+                else:
+                    preprocessors.append(pp)
             if ReplayResults not in preprocessors:
                 raise ValueError("Autograde.autograde_preprocessors has no Execute step to replace")
         for pp in preprocessors:

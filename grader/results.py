@@ -16,9 +16,12 @@ from pathlib import Path
 
 import jsonschema
 
+from grader.catalogue import ID_PATTERN
+
 SCHEMA_VERSION = 2
 PASSED = "passed"
 MAX_RESULT_BYTES = 256 * 2**20
+MAX_MISCONCEPTIONS = 20  # ids recorded for one test (a diagnosis names one or two)
 
 _TEXT = {"type": "string"}
 _OUTPUT = {
@@ -38,7 +41,10 @@ SCHEMA = {
         "digests": {"type": "object", "additionalProperties": _TEXT},
         "tests": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["status"],
-            "properties": {"status": {"enum": [PASSED, "failed", "not_run", "mismatch"]}, "message": _TEXT}}},
+            "properties": {"status": {"enum": [PASSED, "failed", "not_run", "mismatch"]}, "message": _TEXT,
+                           # the catalogue ids (grader.catalogue) of the diagnosis a failed test gave
+                           "misconceptions": {"type": "array", "maxItems": MAX_MISCONCEPTIONS, "items": {
+                               "type": "string", "maxLength": 100, "pattern": ID_PATTERN.pattern}}}}},
         "notes": {"type": "array", "items": _TEXT},
         "isolation": {"type": ["object", "null"]},
     },
@@ -87,19 +93,35 @@ def load(path: Path, expected: dict) -> tuple[dict | None, str | None]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as error:
         return None, f"the result of this notebook is unreadable ({type(error).__name__})"
-    try:
-        jsonschema.validate(data, SCHEMA)
-    except jsonschema.ValidationError as error:
-        return None, f"the result of this notebook is malformed ({error.message[:200]})"
+    problem = invalid(data)
+    if problem:
+        return None, f"the result of this notebook is malformed ({problem})"
     for field, value in expected.items():
         if data.get(field) != value:
             return None, f"the result does not belong to this notebook ({field} differs)"
     return data, None
 
 
+_VALIDATOR = jsonschema.validators.validator_for(SCHEMA)(SCHEMA)  # what jsonschema.validate uses, built once
+
+
+def invalid(data) -> str | None:
+    """Why ``data`` is not a valid result (at most 200 characters), or None if it is one."""
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(data))
+    if error is not None:
+        return error.message[:200]
+    for test in data["tests"].values():
+        # JSON Schema's "pattern" searches, and its "$" also matches before a final newline
+        if not all(ID_PATTERN.fullmatch(mid) for mid in test.get("misconceptions", [])):
+            return "a misconception id is not a catalogue id"
+    return None
+
+
 def write(path: Path, result: dict) -> None:
-    """Write atomically: a reader sees the whole result or none."""
-    jsonschema.validate(result, SCHEMA)
+    """Write atomically: a reader sees the whole result or none. Raises ValueError for an invalid one."""
+    problem = invalid(result)
+    if problem:
+        raise ValueError(f"not a valid result: {problem}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")

@@ -127,3 +127,22 @@ def test_two_explanations_that_cannot_be_told_apart_are_both_given():
         checks.check_layernorm(impl.ln_naive_eps_outside, **impl.LARGE_OFFSET)
     text = str(failure.value)
     assert "Either" in text and impl.CANCELS in text and impl.OUTSIDE in text and impl.UNBIASED not in text, text
+
+
+@pytest.mark.parametrize("check, function, kwargs, ids", [
+    (checks.check_layernorm, impl.ln_unbiased_eps_outside, {}, {"ln.unbiased_variance", "ln.eps_outside_sqrt"}),
+    (checks.check_layernorm, impl.ln_affine_ignored, {}, {"ln.gamma_ignored", "ln.beta_ignored"}),
+    (checks.check_layernorm, impl.ln_over_leading_axes, {}, {"ln.over_batch"}),
+    (checks.check_layernorm, impl.ln_no_keepdims, {}, {"ln.no_keepdims"}),
+    (checks.check_layernorm, impl.ln_torch_no_keepdim, {}, {"ln.no_keepdims"}),
+    (checks.check_layernorm, impl.ln_eps_fixed_small, {}, {"ln.eps_hardcoded"}),
+    (checks.check_layernorm, impl.ln_zeros, {}, set()),  # no mistake matched: zeros are not BatchNorm's axes
+    (checks.check_batch_norm, impl.bn_over_last_axis, {}, {"bn.over_features"}),
+    (checks.check_batch_norm, impl.bn_unbiased_eps_outside, {}, {"bn.unbiased_variance", "bn.eps_outside_sqrt"}),
+    (checks.check_leaks_future, impl.probe_allclose, {}, {"causal.tolerant_comparison"}),
+    (checks.check_leaks_future, impl.probe_per_position, {}, {"causal.not_a_bool"}),
+], ids=lambda value: getattr(value, "__name__", None))
+def test_diagnoses_carry_the_ids_of_the_mistakes_they_name(check, function, kwargs, ids):
+    with pytest.raises(CheckFailed) as failure:
+        check(function, **kwargs)
+    assert set(failure.value.misconceptions) == ids, str(failure.value)

@@ -44,12 +44,63 @@ def test_wrong_mean_vars_are_diagnosed(name):
     assert diagnosis in str(failure.value), str(failure.value)
 
 
+# the misconception id each one-pass diagnosis names (grader/catalogue/welford.py)
+ONE_PASS_IDS = {"two loops": "welford.two_passes", "sum(x) then a generator": "welford.two_passes",
+                "np.mean and np.var": "welford.whole_array_ops", "x.mean() and x.var()": "welford.whole_array_ops",
+                "np.asarray first": "welford.whole_array_ops", "keeps a list": "welford.keeps_elements",
+                "x - mean": "welford.whole_array_ops", "catches the error": "welford.whole_array_ops"}
+
+
 @pytest.mark.parametrize("name", list(impl.WRONG_ONE_PASS))
 def test_wrong_one_pass_are_diagnosed(name):
     function, diagnosis, kwargs = impl.WRONG_ONE_PASS[name]
     with pytest.raises(CheckFailed) as failure:
         checks.check_welford_one_pass(function, **kwargs)
     assert diagnosis in str(failure.value), str(failure.value)
+    assert failure.value.misconceptions == (ONE_PASS_IDS[name],)
+
+
+def _rounded_mean(x):
+    mean, var = impl.welford_classic(x)
+    return float(mean // 1), var
+
+
+def _std_ddof1(x):
+    mean, var = impl.welford_classic(x)
+    return mean, (var * len(x) / (len(x) - 1)) ** 0.5
+
+
+def _sum_and_m2(x):
+    mean, var = impl.welford_classic(x)
+    return mean * len(x), var * len(x)
+
+
+def _average_everything(a, b):
+    n, _, _ = impl.combine_chan(a, b)
+    if a[0] == 0 or b[0] == 0:
+        return impl.combine_chan(a, b)
+    return n, (a[1] + b[1]) / 2, a[2] + b[2]
+
+
+@pytest.mark.parametrize("check, function, diagnosis, ids", [
+    (checks.check_welford_mean_var, impl.unbiased, "unbiased variance", ("welford.unbiased_variance",)),
+    (checks.check_welford_mean_var, impl.naive_sums, "cancels catastrophically", ("welford.naive_variance",)),
+    (checks.check_welford_mean_var, impl.mean_updated_after_use, "old mean twice", ("welford.old_mean_twice",)),
+    (checks.check_welford_mean_var, impl.divides_by_total_length, "depends on the order",
+     ("welford.total_count_in_update",)),
+    (checks.check_welford_mean_var, _rounded_mean, "rounded to a whole number", ("welford.integer_division",)),
+    (checks.check_welford_mean_var, _std_ddof1, "2 mistakes together",
+     ("welford.unbiased_variance", "welford.std_returned")),
+    (checks.check_welford_mean_var, _sum_and_m2, "2 mistakes together", ("welford.sum_not_mean", "welford.m2_returned")),
+    (checks.check_welford_combine, _average_everything, "2 mistakes together",
+     ("welford.unweighted_mean", "welford.no_between_term")),
+    (checks.check_welford_combine, impl.combine_no_empty_guard, "empty partial", ("welford.empty_partial",)),
+], ids=lambda value: getattr(value, "__name__", None) if callable(value) else None)
+def test_diagnoses_name_their_misconceptions(check, function, diagnosis, ids):
+    with pytest.raises(CheckFailed) as failure:
+        check(function)
+    assert diagnosis in str(failure.value), str(failure.value)
+    assert set(failure.value.misconceptions) == set(ids), failure.value.misconceptions
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -178,3 +229,4 @@ def test_one_pass_diagnoses_survive_a_grading_sandbox(sandbox, name):
     with pytest.raises(CheckFailed) as failure:
         checks.check_welford_one_pass(proxy, **kwargs)
     assert diagnosis in str(failure.value), str(failure.value)
+    assert failure.value.misconceptions == (ONE_PASS_IDS[name],)

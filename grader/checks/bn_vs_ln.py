@@ -21,9 +21,11 @@ import numpy as np
 
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale
-from grader.compare import LearnerError, assert_close, call_learner, check, fail, passed, preview, strict_array
+from grader.compare import (LearnerError, assert_close, call_learner, check, fail, ids_of, passed, preview,
+                            strict_array, tag)
 from grader.numerics import random_input, relative_error
 
+_PREFIX = {"LayerNorm": "ln", "BatchNorm": "bn"}  # catalogue id prefixes (grader.catalogue.bn_vs_ln)
 RTOL = 1e-7          # float64 implementations agree with torch to ~1e-14; 1e-7 means another formula
 MATCH = 1e-9         # how closely an implied scale must fit a known mistake to be named
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
@@ -70,28 +72,32 @@ def _centred_over(z: np.ndarray, axes: tuple) -> bool:
     return float(np.max(np.abs(np.mean(z, axis=axes)))) <= 1e-9 * size
 
 
-def _affine_cause(y, x_hat, gamma, beta) -> str | None:
-    """Name a misplaced gain or shift, given the right normalised x_hat."""
+def _affine_cause(y, x_hat, gamma, beta, prefix) -> str | None:
+    """Name a misplaced gain or shift, given the right normalised x_hat (ids under ``prefix``: "ln" or "bn")."""
     candidates = [
         (x_hat * beta + gamma, "gamma and beta are swapped: you returned beta * x_hat + gamma. "
-                               "The gain gamma multiplies, the shift beta is added."),
-        (x_hat, "gamma and beta are ignored: you returned x_hat. Return gamma * x_hat + beta."),
-        (gamma * x_hat, "beta is ignored: add the shift, gamma * x_hat + beta."),
-        (x_hat + beta, "gamma is ignored: multiply by the gain, gamma * x_hat + beta."),
+                               "The gain gamma multiplies, the shift beta is added.", ["affine_swapped"]),
+        (x_hat, "gamma and beta are ignored: you returned x_hat. Return gamma * x_hat + beta.",
+         ["gamma_ignored", "beta_ignored"]),
+        (gamma * x_hat, "beta is ignored: add the shift, gamma * x_hat + beta.", ["beta_ignored"]),
+        (x_hat + beta, "gamma is ignored: multiply by the gain, gamma * x_hat + beta.", ["gamma_ignored"]),
         (gamma * (x_hat + beta), "the shift is added before the gain: gamma * (x_hat + beta) instead of "
-                                 "gamma * x_hat + beta."),
-        (gamma * x_hat - beta, "beta is subtracted instead of added."),
+                                 "gamma * x_hat + beta.", ["shift_before_gain"]),
+        (gamma * x_hat - beta, "beta is subtracted instead of added.", ["beta_subtracted"]),
     ]
-    for value, cause in candidates:
+    for value, cause, mistakes in candidates:
         if relative_error(y, value) < MATCH:
-            return cause
+            return tag(cause, *(f"{prefix}.{m}" for m in mistakes))
     return None
 
 
 U = 2.0**-53  # unit roundoff of float64
+# eps values learners write into the body instead of using the argument (torch's default, then others'
+# defaults); 1e-8 or smaller is not listed: next to a unit variance it cannot be told from no eps at all
+FIXED_EPS = [(1e-5, "1e-5"), (1e-6, "1e-6"), (1e-3, "1e-3"), (1e-4, "1e-4")]
 
 
-def _scale_cause(z, x, axes, eps, n) -> str | None:
+def _scale_cause(z, x, axes, eps, n, prefix) -> str | None:
     """Read the scale s' the learner divided by off z = (x - mu) / s', group by group.
 
     std(z) = std(x) / s' over each group of statistics, so s' = std(x) / std(z). Every
@@ -109,31 +115,35 @@ def _scale_cause(z, x, axes, eps, n) -> str | None:
         return None
     # E[x²] − μ² in float64, summed in any order, is off by at most about 2 (n + 4) u E[x²]
     band = 2 * (n + 4) * U * np.mean(x * x, axis=axes, keepdims=True)
-    unbiased = (f"you used the unbiased variance, dividing by n - 1 = {n - 1} (np.var(..., ddof=1), or torch.var's "
+    unbiased = tag(f"you used the unbiased variance, dividing by n - 1 = {n - 1} (np.var(..., ddof=1), or torch.var's "
                 f"default). The normalisation divides by n = {n}, so every output is about sqrt((n-1)/n) = "
-                f"{np.sqrt((n - 1) / n) if n > 1 else 0:.4f} times the right one.")
+                f"{np.sqrt((n - 1) / n) if n > 1 else 0:.4f} times the right one.", f"{prefix}.unbiased_variance")
     statistics = [Statistic(var, [], band)]
     if n > 1:
         statistics.append(Statistic(var * n / (n - 1), [unbiased], band * n / (n - 1)))
     maps = [
         Map(lambda v: np.sqrt(v + eps)),
-        Map(lambda v: np.sqrt(v) + eps, ["eps is outside the square root: s = sqrt(var) + eps instead of "
-                                         "sqrt(var + eps). See it with eps=1.0 on a nearly constant input, where the "
-                                         "two differ most."]),
-        Map(lambda v: v + eps, ["you divided by the variance (plus eps) instead of its square root, "
-                                "s = sqrt(var + eps)."]),
-        Map(lambda v: v, ["you divided by the variance instead of s = sqrt(var + eps)."]),
-        Map(lambda v: np.ones_like(v), ["you did not divide by s = sqrt(var + eps) at all."]),
+        Map(lambda v: np.sqrt(v) + eps, [tag("eps is outside the square root: s = sqrt(var) + eps instead of "
+                                             "sqrt(var + eps). See it with eps=1.0 on a nearly constant input, where "
+                                             "the two differ most.", f"{prefix}.eps_outside_sqrt")]),
+        Map(lambda v: v + eps, [tag("you divided by the variance (plus eps) instead of its square root, "
+                                    "s = sqrt(var + eps).", f"{prefix}.no_sqrt")]),
+        Map(lambda v: v, [tag("you divided by the variance instead of s = sqrt(var + eps).",
+                              f"{prefix}.no_sqrt", f"{prefix}.eps_ignored")]),
+        Map(lambda v: np.ones_like(v), [tag("you did not divide by s = sqrt(var + eps) at all.",
+                                            f"{prefix}.not_scaled")]),
     ]
     if eps > 0:
-        maps.append(Map(lambda v: np.sqrt(v), [f"eps is ignored: you divided by sqrt(var), but eps = {eps} was passed; "
-                                               "use sqrt(var + eps)."]))
-    if eps != 1e-5:
-        maps.append(Map(lambda v: np.sqrt(v + 1e-5), [f"you used eps = 1e-5 whatever eps was passed (here eps = {eps}): "
-                                                      "use the eps argument."]))
-    cancels = ("the input has a large offset (|mean| much larger than the spread), and your variance is off by no more "
-               "than the rounding of mean(x**2) - mean(x)**2 there: that formula cancels catastrophically (notebook "
-               "06). Use mean((x - mu)**2).")
+        maps.append(Map(lambda v: np.sqrt(v), [tag(f"eps is ignored: you divided by sqrt(var), but eps = {eps} was "
+                                                   "passed; use sqrt(var + eps).", f"{prefix}.eps_ignored")]))
+    for fixed, shown in FIXED_EPS:  # an eps written into the body: a library's default, whatever was passed
+        if eps != fixed:
+            maps.append(Map(lambda v, fixed=fixed: np.sqrt(v + fixed),
+                            [tag(f"you used eps = {shown} whatever eps was passed (here eps = {eps}): use the eps "
+                                 "argument.", f"{prefix}.eps_hardcoded")]))
+    cancels = tag("the input has a large offset (|mean| much larger than the spread), and your variance is off by no "
+                  "more than the rounding of mean(x**2) - mean(x)**2 there: that formula cancels catastrophically "
+                  "(notebook 06). Use mean((x - mu)**2).", f"{prefix}.naive_variance")
     return describe(explain_scale(implied, statistics, maps, MATCH, band_mistake=cancels))
 
 
@@ -141,6 +151,7 @@ def _stats_cause(z, x, eps, axes, kind) -> str:
     """Why z, the output for gamma = 1 and beta = 0, differs from the right x_hat."""
     right_axes = ("each token's own features: axis=-1, keepdims=True." if kind == "LayerNorm"
                   else "every axis but the last: axis=tuple(range(x.ndim - 1)).")
+    prefix = _PREFIX[kind]
     centred = _centred_over(z, axes)
     # Centred over some axes implies centred over every superset of them, so the smallest
     # set the output is centred over is the one the statistics were taken over.
@@ -148,35 +159,41 @@ def _stats_cause(z, x, eps, axes, kind) -> str:
     for other, words in sets:
         if _centred_over(z, other):
             if other != axes and not (centred and set(axes) <= set(other)):
-                return f"your statistics are taken over {words}. {kind} needs {right_axes}"
+                if kind == "LayerNorm" and other == tuple(range(x.ndim - 1)):
+                    mistake = "ln.over_batch"      # BatchNorm's axes
+                elif kind == "BatchNorm" and other == (x.ndim - 1,):
+                    mistake = "bn.over_features"   # LayerNorm's axis
+                else:
+                    mistake = f"{prefix}.wrong_axis"
+                return tag(f"your statistics are taken over {words}. {kind} needs {right_axes}", mistake)
             break
     if centred:
         n = int(np.prod([x.shape[a] for a in axes]))
-        cause = _scale_cause(z, x, axes, eps, n)
+        cause = _scale_cause(z, x, axes, eps, n, prefix)
         if cause:
             return cause
     else:
         _, var_z = _two_pass(z, axes)
         _, var = _two_pass(x, axes)
         if np.all(var_z > 0) and np.allclose(np.sqrt(var / var_z), np.sqrt(var + eps), rtol=1e-9, atol=0):
-            return ("the output is not centred: you divided by s = sqrt(var + eps) but did not subtract the "
-                    "mean mu first.")
+            return tag("the output is not centred: you divided by s = sqrt(var + eps) but did not subtract the "
+                       "mean mu first.", f"{prefix}.not_centred")
     if centred:
         _, var = _two_pass(x, axes)
         _, var_z = _two_pass(z, axes)
         if np.all(var_z > 0):
             ratio = float(np.median(np.sqrt(var / var_z) / np.sqrt(var + eps)))
-            return (f"the mean is right but the scale is not: you divided by about {ratio:.6g} times "
-                    "sqrt(var + eps), where var is the biased variance.")
+            return tag(f"the mean is right but the scale is not: you divided by about {ratio:.6g} times "
+                       "sqrt(var + eps), where var is the biased variance.", f"{prefix}.wrong_scale")
     return "compare your statistics with the formula term by term: mean, biased variance, sqrt(var + eps)."
 
 
 def _call(function, args, what, x_shape, kind):
-    """call_learner, turning a broadcasting ValueError into a keepdims diagnosis."""
+    """call_learner, turning a broadcasting error (numpy's or torch's) into a keepdims diagnosis."""
     try:
         return call_learner(function, *args, what=what, shape_rule=SHAPE_RULES[kind])
     except LearnerError as error:
-        if "broadcast" not in error.error_message:
+        if "broadcast" not in error.error_message and "must match the size of tensor" not in error.error_message:
             raise
         failure = error
     lead = x_shape[:-1]
@@ -185,7 +202,7 @@ def _call(function, args, what, x_shape, kind):
             f"shape {lead + (1,)}." if kind == "LayerNorm" else
             "statistics whose shape does not broadcast against x; BatchNorm's mean over every axis but the last "
             f"has shape ({x_shape[-1]},) or, with keepdims=True, {(1,) * (len(x_shape) - 1) + (x_shape[-1],)}.")
-    raise failure.with_cause(hint)
+    raise failure.with_cause(tag(hint, "ln.no_keepdims" if kind == "LayerNorm" else "common.broadcast_mismatch"))
 
 
 def _params(d, seed, gamma, beta):
@@ -204,18 +221,44 @@ def _check_norm(function, name, kind, x, eps, gamma, beta, axes, oracle):
     z = strict_array(_call(function, (x, ones, zeros, eps), what0, x.shape, kind), what0, x.shape)
     x_hat = oracle(x, eps, None, None)
     if relative_error(z, x_hat, floor=1.0) > RTOL:
-        cause = _affine_cause(z, x_hat, ones, zeros) or _stats_cause(z, x, eps, axes, kind)
+        cause = _affine_cause(z, x_hat, ones, zeros, _PREFIX[kind]) or _stats_cause(z, x, eps, axes, kind)
         if kind == "LayerNorm" and x.ndim >= 2 and "statistics are taken over" not in cause:
             cause = _token_alone_cause(function, x, eps, x_hat) or cause
+        if kind == "LayerNorm" and not np.any(z):
+            cause = _no_axis_cause(function, x, eps) or cause
         assert_close(z, x_hat, what0, f"torch {kind.lower()}, float64", RTOL, cause, floor=1.0)
     what = f"{name}(x, gamma, beta, eps={eps}) for x of shape {x.shape}"
     y = strict_array(_call(function, (x, gamma, beta, eps), what, x.shape, kind), what, x.shape)
     expected = oracle(x, eps, gamma, beta)
-    cause = _affine_cause(y, x_hat, gamma, beta)
+    cause = _affine_cause(y, x_hat, gamma, beta, _PREFIX[kind])
     assert_close(y, expected, what, f"torch {kind.lower()}, float64", RTOL,
-                 cause or "with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are used: "
-                          "y = gamma * x_hat + beta, both of shape (d,), applied to every token.",
+                 cause or tag("with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are "
+                              "used: y = gamma * x_hat + beta, both of shape (d,), applied to every token.",
+                              f"{_PREFIX[kind]}.affine_misapplied"),
                  floor=float(np.max(np.abs(beta)) + np.max(np.abs(gamma))))
+
+
+def _no_axis_cause(function, x, eps) -> str | None:
+    """An all-zero layernorm output: BatchNorm's axes, which are none for a single token? Ask on three tokens.
+
+    Each value centred on itself gives zeros, and so does a function that returns zeros: only the
+    second call tells them apart. BatchNorm code centres three tokens over axis 0, not over each token.
+    """
+    first = x.reshape(-1, x.shape[-1])[0]
+    tokens = np.stack([first, 2.0 * first[::-1] + 1.0, first * first - 3.0])
+    d = tokens.shape[-1]
+    what = "layernorm(x, ...) for three tokens"
+    try:
+        out = call_learner(function, tokens.copy(), np.ones(d), np.zeros(d), eps, what=what)
+    except LearnerError:
+        return None
+    if (type(out) is not np.ndarray or out.shape != tokens.shape or not np.all(np.isfinite(out))
+            or not np.any(out) or not _centred_over(out, (0,)) or _centred_over(out, (1,))):
+        return None
+    return tag("every output is 0: each value was centred on itself, as if the mean were taken over no axis at all. "
+               "For a single token that is what BatchNorm's axes, every axis but the last, amount to: none (and on "
+               "three tokens your function centres each feature over the tokens). LayerNorm needs each token's own "
+               "features: axis=-1, keepdims=True.", "ln.over_batch")
 
 
 def _token_alone_cause(function, x, eps, x_hat) -> str | None:
@@ -230,10 +273,10 @@ def _token_alone_cause(function, x, eps, x_hat) -> str | None:
             return None
         if type(alone) is not np.ndarray or alone.shape != (d,) or relative_error(alone, expected[i]) > RTOL:
             return None
-    return ("one token at a time your function is right, but not on the whole array: the statistics are "
-            "computed over, or broadcast against, the wrong axis. A mean without keepdims=True on a square "
-            "input lines up token i's mean with feature i instead of with token i (x - x.mean(axis=-1) "
-            "runs without an error when T == d). Use axis=-1, keepdims=True.")
+    return tag("one token at a time your function is right, but not on the whole array: the statistics are "
+               "computed over, or broadcast against, the wrong axis. A mean without keepdims=True on a square "
+               "input lines up token i's mean with feature i instead of with token i (x - x.mean(axis=-1) "
+               "runs without an error when T == d). Use axis=-1, keepdims=True.", "ln.no_keepdims")
 
 
 # ---------------------------------------------------------------------- layernorm
@@ -414,25 +457,29 @@ def _probe_cause(case: _Case, answer: bool, recorder: _Recorder) -> str:
     x, t, T = case.x, case.t, case.x.shape[1]
     calls = recorder.inputs
     if not calls:
-        return ("your probe never called norm, so its answer cannot depend on norm. Run norm on x and on a copy "
-                "of x whose tokens after t are changed, then compare the outputs at positions 0..t.")
+        return tag("your probe never called norm, so its answer cannot depend on norm. Run norm on x and on a copy "
+                   "of x whose tokens after t are changed, then compare the outputs at positions 0..t.",
+                   "causal.norm_not_called")
     same = [c for c in calls if c.shape == x.shape]
     past = sorted({int(p) for c in same for p in _changed_positions(c, x) if p <= t})
     if past:
-        return (f"your probe changed x at position(s) {past}, which are not after t = {t}. The future starts at "
-                f"t + 1: change x[:, t + 1:] only. (Changing position t changes output t even for LayerNorm.)")
+        return tag(f"your probe changed x at position(s) {past}, which are not after t = {t}. The future starts at "
+                   f"t + 1: change x[:, t + 1:] only. (Changing position t changes output t even for LayerNorm.)",
+                   "causal.changed_past")
     future = sorted({int(p) for c in same for p in _changed_positions(c, x) if p > t})
     shorter = [c for c in calls if c.shape != x.shape]
     if case.leaks and not answer:
         if not future and not shorter:
             padded = bool(t + 1 < T and np.all(x[:, t + 1:] == 0))
-            return ("none of the arrays your probe passed to norm differs from x after position t, so nothing "
-                    "could change." + (" Here the tokens after t are zero padding: setting them to zero changes "
-                                       "nothing. Add something nonzero instead (e.g. 1 + random noise)."
-                                       if padded else " Did you modify x in place and then run norm on x twice?"))
+            return tag("none of the arrays your probe passed to norm differs from x after position t, so nothing "
+                       "could change." + (" Here the tokens after t are zero padding: setting them to zero changes "
+                                          "nothing. Add something nonzero instead (e.g. 1 + random noise)."
+                                          if padded else " Did you modify x in place and then run norm on x twice?"),
+                       "causal.change_can_be_zero" if padded else "causal.no_change")
         if future == [t + 1] and t + 2 < T and not shorter:
-            return (f"your probe only changed token t + 1 = {t + 1}, but a leak can come from any later position "
-                    f"(here {case.description}). Change every token after t: x[:, t + 1:].")
+            return tag(f"your probe only changed token t + 1 = {t + 1}, but a leak can come from any later position "
+                       f"(here {case.description}). Change every token after t: x[:, t + 1:].",
+                       "causal.only_next_token")
         baseline = case.norm(x)
         change = np.zeros(t + 1)
         # every call the outputs 0..t can be compared from: the same shape, or a prefix such as x[:, :t + 1]
@@ -445,26 +492,29 @@ def _probe_cause(case: _Case, answer: bool, recorder: _Recorder) -> str:
             where = [int(p) for p in np.flatnonzero(change > 0)]
             biggest = float(change.max())
             if biggest < 1e-5:
-                return (f"with the inputs your probe built, the outputs at positions <= t moved by up to "
-                        f"{biggest:.1e}, yet it answered False: your comparison is too tolerant (np.allclose's "
-                        "default atol is 1e-8 plus 1e-5 relative; torch.testing.assert_close's 1e-7 and 1e-7; "
-                        "math.isclose's 1e-9 relative). Any change counts: compare exactly (np.array_equal). A "
-                        "larger change to the future does not help: this leak stays the same size.")
+                return tag(f"with the inputs your probe built, the outputs at positions <= t moved by up to "
+                           f"{biggest:.1e}, yet it answered False: your comparison is too tolerant (np.allclose's "
+                           "default atol is 1e-8 plus 1e-5 relative; torch.testing.assert_close's 1e-7 and 1e-7; "
+                           "math.isclose's 1e-9 relative). Any change counts: compare exactly (np.array_equal). A "
+                           "larger change to the future does not help: this leak stays the same size.",
+                           "causal.tolerant_comparison")
             if t not in where:
-                return (f"with the inputs your probe built, outputs moved at position(s) {where} but not at t = {t}, "
-                        "yet it answered False. Compare every position 0..t (out[:, :t + 1]), not only "
-                        "position t or the last one you kept.")
-            return (f"with the inputs your probe built, outputs moved at position(s) {where} <= t, yet it answered "
-                    "False. Check the slice you compare: out[:, :t + 1] (positions 0..t).")
+                return tag(f"with the inputs your probe built, outputs moved at position(s) {where} but not at "
+                           f"t = {t}, yet it answered False. Compare every position 0..t (out[:, :t + 1]), not only "
+                           "position t or the last one you kept.", "causal.earlier_positions_skipped")
+            return tag(f"with the inputs your probe built, outputs moved at position(s) {where} <= t, yet it answered "
+                       "False. Check the slice you compare: out[:, :t + 1] (positions 0..t).",
+                       "causal.position_t_skipped")
         return f"norm here is {case.description}, which does read tokens after t; your probe missed it."
     if t == T - 1:
-        return ("t is the last position: there are no tokens after it, so nothing can leak and the answer is "
-                "False.")
+        return tag("t is the last position: there are no tokens after it, so nothing can leak and the answer is "
+                   "False.", "causal.last_position")
     baseline = case.norm(x)
     moved = sorted({int(p) for c in same for p in _changed_positions(case.norm(c), baseline)})
     if moved and max(moved) > t and all(p > t for p in moved):
-        return (f"norm here is {case.description}, which never reads the future; the outputs that moved are at "
-                f"positions {moved}, all after t = {t}. Compare only positions 0..t: out[:, :t + 1].")
+        return tag(f"norm here is {case.description}, which never reads the future; the outputs that moved are at "
+                   f"positions {moved}, all after t = {t}. Compare only positions 0..t: out[:, :t + 1].",
+                   "causal.compares_future")
     return (f"norm here is {case.description}, which never reads tokens after t. Check that you compare the "
             "outputs at positions 0..t only, after changing only the tokens after t.")
 
@@ -485,15 +535,16 @@ def check_leaks_future(leaks_future, shape=(2, 6, 4), seed=0):
         answer = call_learner(leaks_future, recorder, case.x, case.t, what=what, shape_rule=SHAPE_RULES["probe"])
         if not isinstance(answer, (bool, np.bool_)):
             kind = type(answer).__module__ + "." + type(answer).__name__
-            hint = ""
+            hint, mistake = "", "causal.not_a_bool"
             if isinstance(answer, np.ndarray):
                 hint = f" (an array of shape {answer.shape}): reduce it to one answer, e.g. bool(np.any(changed))"
             elif answer is None:
-                hint = ": did you forget the return statement?"
-            fail(f"{what} should return True or False, but returned {kind}{hint}.")
+                hint, mistake = ": did you forget the return statement?", "common.returned_none"
+            fail(f"{what} should return True or False, but returned {kind}{hint}.", mistake)
         if bool(answer) != case.leaks:
+            cause = _probe_cause(case, bool(answer), recorder)
             fail(f"{what} returned {bool(answer)}, expected {case.leaks}.\n"
                  f"  x = {preview(case.x)}\n"
-                 f"Likely cause: {_probe_cause(case, bool(answer), recorder)}")
+                 f"Likely cause: {cause}", *ids_of(cause))
     passed(f"leaks_future answers all {len(cases)} cases right for x of shape {shape} (causal and leaky functions, "
            "a leak that skips t, a leak of 1e-11, zero padding)")

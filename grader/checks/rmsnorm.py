@@ -20,7 +20,7 @@ import numpy as np
 
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale
-from grader.compare import LearnerError, assert_close, call_learner, check, fail, passed, strict_array
+from grader.compare import LearnerError, assert_close, call_learner, check, fail, ids_of, passed, strict_array, tag
 from grader.numerics import random_input, relative_error
 
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
@@ -64,12 +64,17 @@ def _call(function, *args, what, **kwargs):
     except LearnerError as error:  # matched by message: under isolated grading numpy's AxisError arrives renamed
         text = error.error_message
         if "could not be broadcast" in text:
-            raise error.with_cause("a reduction over the features lost its axis. Reduce with axis=-1, keepdims=True, "
-                                   "so that r has shape (..., 1) and divides every feature of its own token.") from None
+            raise error.with_cause(tag("a reduction over the features lost its axis. Reduce with axis=-1, "
+                                       "keepdims=True, so that r has shape (..., 1) and divides every feature of its "
+                                       "own token.", "rms.keepdims_missing")) from None
+        if "must match the size of tensor" in text:  # torch's broadcasting error
+            raise error.with_cause(tag("a reduction over the features lost its dim. Reduce with dim=-1, keepdim=True, "
+                                       "so that r has shape (..., 1) and divides every feature of its own token.",
+                                       "rms.keepdims_missing")) from None
         if "is out of bounds for array of dimension" in text:
-            raise error.with_cause("a fixed axis number such as axis=1 or axis=2. Use axis=-1 (the features are always "
-                                   "the last axis), so that the same code works for (d,), (T, d) and (B, T, d). "
-                                   + SHAPE_RULE) from None
+            raise error.with_cause(tag("a fixed axis number such as axis=1 or axis=2. Use axis=-1 (the features are "
+                                       "always the last axis), so that the same code works for (d,), (T, d) and "
+                                       "(B, T, d). " + SHAPE_RULE, "common.fixed_rank")) from None
         raise
 
 
@@ -81,11 +86,11 @@ def _strict(value, what, shape, dtype):
             fail(f"{what} returned dtype float64 for a float32 input; float32 in must give float32 out.\n"
                  "Likely cause: computing the statistics in float64 is fine (it is the upcast LLaMA's RMSNorm does), "
                  "but the result must be cast back: return (...).astype(x.dtype). A float64 gamma or a "
-                 "np.float64 constant also promotes the result.")
+                 "np.float64 constant also promotes the result.", "rms.no_cast_back")
         if dtype == np.float64 and value.dtype in (np.float32, np.float16):
             fail(f"{what} returned dtype {value.dtype} for a float64 input.\n"
                  f"Likely cause: a cast to {value.dtype} (x.astype(np.{value.dtype}) or a torch float32 tensor). "
-                 "Keep the input's precision: the result must have x's dtype.")
+                 "Keep the input's precision: the result must have x's dtype.", "common.wrong_dtype")
     return strict_array(value, what, shape, dtype)
 
 
@@ -95,21 +100,86 @@ def _allclose_rel(a, b, tol):
     return bool(a.size) and bool(np.all(np.abs(a - b) <= tol * np.abs(b)))
 
 
-def _precision_cause(error, dtype):
+def _float32_evidence(y, x, gamma, eps):
+    """Whether some stage of the learner's forward is exactly a float32 number: the output, the r it divided by
+    (gamma * x / y), the mean square under it (r**2 - eps), the sum of squares (d times that) or the gain it
+    applied (y / x_hat).
+
+    A float64 computation lands on a float32 value with probability ~1e-9 per entry, so this tells float32
+    rounding apart from a formula that is off by the same small amount (a hard-coded eps, say).
+    """
+    with np.errstate(all="ignore"):
+        implied = gamma * x / y
+        gain = y / oracles.rms_norm(x, eps)
+        square = implied * implied - eps
+        stages = (y, implied, square, square * x.shape[-1], gain)  # the mean square, or the sum of squares
+    for stage in stages:
+        stage = np.asarray(stage, dtype=np.float64)
+        stage = stage[np.isfinite(stage) & (stage != 0) & (np.abs(stage) < 1e30)]
+        if stage.size and np.all(np.abs(stage - stage.astype(np.float32)) <= 1e-12 * np.abs(stage)):
+            return True
+    return False
+
+
+def _precision_cause(error, dtype, float32_evidence=True):
     if dtype == np.float64 and error < 1e-5:
-        return (f"the error ({error:.1e}) is the size of float32 rounding, not a formula mistake: part of your "
-                "computation ran in float32 (np.float32, .astype, or a torch tensor created in float32). "
-                "Keep float64 for a float64 input.")
+        if not float32_evidence:
+            return None
+        return tag(f"the error ({error:.1e}) is the size of float32 rounding, not a formula mistake: part of your "
+                   "computation ran in float32 (np.float32, .astype, or a torch tensor created in float32). "
+                   "Keep float64 for a float64 input.", "rms.float32_inside")
     if error < 5e-2:
-        return (f"the error ({error:.1e}) is the size of half-precision rounding (float16 keeps 11 significant bits, "
-                "bfloat16 8): the statistics were computed or accumulated in float16/bfloat16. Compute the mean of "
-                "squares in float32 at least (upcast, normalise, cast back).")
+        return tag(f"the error ({error:.1e}) is the size of half-precision rounding (float16 keeps 11 significant "
+                   "bits, bfloat16 8): the statistics were computed or accumulated in float16/bfloat16. Compute the "
+                   "mean of squares in float32 at least (upcast, normalise, cast back).", "rms.low_precision_statistics")
     return None
 
 
 # ---------------------------------------------------------------------------- forward
-def _implied_scale_cause(y, x, gamma, eps, tol):
-    """Read the learner's r off gamma * x / y and name it if it is a classic wrong one."""
+GAMMA_MISSING = tag("gamma was not applied: multiply the normalised x by gamma (one gain per feature).",
+                    "rms.gamma_missing")
+GAMMA_TWICE = tag("gamma was applied twice: the output is gamma * x / r, with gamma once.", "rms.gamma_twice")
+# the same, found by calling again with a non-uniform gamma where the input has gamma = 1 (_gain_probe)
+PROBED_GAMMA_MISSING = tag("gamma was not applied (called again with a non-uniform gamma, your output did not "
+                           "change): multiply the normalised x by gamma (one gain per feature).", "rms.gamma_missing")
+PROBED_GAMMA_TWICE = tag("gamma was applied twice (called again with a non-uniform gamma, your output changed by "
+                         "gamma**2): the output is gamma * x / r, with gamma once.", "rms.gamma_twice")
+ROUND_MANTISSAS = np.arange(1, 11)  # 10: a c just below a power of ten
+
+
+def _is_round(value):
+    """Whether value is m * 10**k for a digit m, to 1e-4: the eps a learner would type in."""
+    if not value > 0:
+        return False
+    exponent = np.floor(np.log10(value))
+    mantissa = value / 10.0 ** exponent
+    return bool(np.min(np.abs(ROUND_MANTISSAS - mantissa)) <= 1e-4 * mantissa)
+
+
+def _hard_coded_eps(r, ms, eps, tol, alone_ok):
+    """The c of r = sqrt(ms + c), one c for every token, when c is not the eps passed; else None.
+
+    ``r``, ``ms``: per token. With a single token any r fits some c, so then only a round c (1e-5,
+    1e-8, ...) counts, and only when nothing points at float32 arithmetic (``alone_ok``).
+    """
+    c = float(np.median(r * r - ms))
+    if not c > 0 or abs(c - eps) <= 1e-6 * max(c, eps):
+        return None
+    if not _allclose_rel(r, np.sqrt(ms + c), tol):
+        return None
+    distinct = np.unique(np.round(ms / np.max(ms), 9)).size
+    if distinct >= 2 or (alone_ok and _is_round(c)):
+        return c
+    return None
+
+
+def _implied_scale_cause(y, x, gamma, eps, tol, known_gain=None, float32_evidence=False):
+    """Read the learner's r off gamma * x / y and name it if it is a classic wrong one.
+
+    ``known_gain``: the gain mistakes already found (by ``_gain_probe``, when gamma is uniform here);
+    otherwise, for a non-uniform gamma, the r is also read off x / y and gamma**2 * x / y, so that a
+    wrong r *and* a wrong gain are both named.
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
         implied = gamma * x / y
     mask = (np.abs(y) > 0) & (np.abs(x) > 0) & np.isfinite(implied)
@@ -117,9 +187,9 @@ def _implied_scale_cause(y, x, gamma, eps, tol):
         return None
     d = x.shape[-1]
     ms = _mean_square(x)
-    summed = (f"you summed the squares instead of averaging them, so your r is sqrt(d) = {np.sqrt(d):.4g} times too "
+    summed = tag(f"you summed the squares instead of averaging them, so your r is sqrt(d) = {np.sqrt(d):.4g} times too "
               "large (np.sum where np.mean belongs, or the Euclidean norm np.linalg.norm(x)). RMSNorm divides by the "
-              "root MEAN square, so its output has squared norm about d, not 1.")
+              "root MEAN square, so its output has squared norm about d, not 1.", "rms.sum_not_mean")
     centred = x - x.mean(axis=-1, keepdims=True)
     var = np.mean(centred * centred, axis=-1, keepdims=True)
     # Every statistic x every map to r (grader.checks._scales): two mistakes at once are both named.
@@ -129,37 +199,59 @@ def _implied_scale_cause(y, x, gamma, eps, tol):
     statistics = [
         statistic(ms),
         statistic(d * ms, summed),
-        statistic(var, "you divided by the standard deviation (a variance around the mean). RMSNorm's statistic is the "
-                       "mean of the squares of x itself: no mean is subtracted anywhere."),
-        statistic(var * d / max(d - 1, 1), "you divided by the unbiased standard deviation. RMSNorm's statistic is "
-                                           "sqrt(mean(x**2) + eps), with no mean and no d - 1."),
+        statistic(var, tag("you divided by the standard deviation (a variance around the mean). RMSNorm's statistic "
+                           "is the mean of the squares of x itself: no mean is subtracted anywhere.",
+                           "rms.variance_not_mean_square")),
+        statistic(var * d / max(d - 1, 1), tag("you divided by the unbiased standard deviation. RMSNorm's statistic "
+                                               "is sqrt(mean(x**2) + eps), with no mean and no d - 1.",
+                                               "rms.variance_not_mean_square", "rms.unbiased_variance")),
     ]
-    no_sqrt = "you divided by the mean square itself: the square root is missing."
-    ignored = f"eps is ignored: your r is sqrt(mean(x**2)) but eps = {eps} was passed. Use sqrt(mean(x**2) + eps)."
+    no_sqrt = tag("you divided by the mean square itself: the square root is missing.", "rms.sqrt_missing")
+    ignored = tag(f"eps is ignored: your r is sqrt(mean(x**2)) but eps = {eps} was passed. Use sqrt(mean(x**2) + eps).",
+                  "rms.eps_ignored")
     maps = [
         Map(lambda v: np.sqrt(v + eps)),
-        Map(lambda v: np.sqrt(v) + eps, ["eps is outside the square root: r must be sqrt(mean(x**2) + eps), not "
-                                         "sqrt(mean(x**2)) + eps. Rows with a small mean square show it most."]),
+        Map(lambda v: np.sqrt(v) + eps, [tag("eps is outside the square root: r must be sqrt(mean(x**2) + eps), "
+                                             "not sqrt(mean(x**2)) + eps. Rows with a small mean square show it most.",
+                                             "rms.eps_outside_sqrt")]),
         Map(lambda v: v + eps, [no_sqrt]),
     ]
     if eps > 0:
         maps += [Map(lambda v: np.sqrt(v), [ignored]), Map(lambda v: v, [no_sqrt, ignored])]
-    explanations = explain_scale(implied[mask], statistics, maps, tol)
-    if explanations is not None:
-        return describe(explanations)
+    if known_gain is not None:
+        gains = [(gamma, list(known_gain))]
+    elif not np.allclose(gamma, 1.0) and np.all(gamma != 0):
+        gains = [(gamma, []), (np.ones_like(gamma), [GAMMA_MISSING]), (gamma * gamma, [GAMMA_TWICE])]
+    else:
+        gains = [(gamma, [])]
+    found = []
+    for gain, gain_mistakes in gains:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = (gain * x / y)[mask]
+        explanations = explain_scale(scale, statistics, maps, tol)
+        if explanations is not None:
+            found += [gain_mistakes + mistakes for mistakes in explanations]
+    if found:
+        fewest = min(len(mistakes) for mistakes in found)
+        simplest = []
+        for mistakes in found:
+            if len(mistakes) == fewest and mistakes not in simplest:
+                simplest.append(mistakes)
+        return describe(simplest)
     candidates = []
     candidates.append((np.full_like(ms, np.sqrt(np.mean(x * x) + eps)),
-                       "one r for the whole array: the mean of squares was taken over every axis. Each token needs "
-                       "its own r: np.mean(x**2, axis=-1, keepdims=True)."))
+                       tag("one r for the whole array: the mean of squares was taken over every axis. Each token "
+                           "needs its own r: np.mean(x**2, axis=-1, keepdims=True).", "rms.global_statistic")))
     for axis in range(x.ndim - 1):
         other = np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps)
-        candidates.append((other, f"the mean of squares was taken over axis {axis} (across tokens) instead of the "
-                                  "features. Use axis=-1, keepdims=True: each token is normalised by itself."))
+        candidates.append((other, tag(f"the mean of squares was taken over axis {axis} (across tokens) instead of "
+                                      "the features. Use axis=-1, keepdims=True: each token is normalised by itself.",
+                                      "rms.wrong_axis")))
     if x.ndim == 2 and x.shape[0] == d:
         rows = np.sqrt(np.mean(x * x, axis=-1) + eps)  # shape (n,), broadcast along the features
-        candidates.append((np.broadcast_to(rows, x.shape), "keepdims=True is missing: your r has shape (n,) and "
-                           "numpy broadcast it along the features, so feature j was divided by token j's r. Reduce "
-                           "with axis=-1, keepdims=True."))
+        candidates.append((np.broadcast_to(rows, x.shape), tag(
+            "keepdims=True is missing: your r has shape (n,) and numpy broadcast it along the features, so feature j "
+            "was divided by token j's r. Reduce with axis=-1, keepdims=True.", "rms.keepdims_missing")))
     for candidate, cause in candidates:
         candidate = np.broadcast_to(candidate, x.shape)
         if _allclose_rel(implied[mask], candidate[mask], tol):
@@ -170,21 +262,26 @@ def _implied_scale_cause(y, x, gamma, eps, tol):
     smallest = np.min(np.where(mask, implied, np.inf), axis=-1)
     if not np.all(smallest > 0):
         return None
+    if np.max(largest / smallest - 1) <= tol:  # one r per token: is it sqrt(mean(x**2) + c) for a c of the learner's?
+        c = _hard_coded_eps(largest.ravel(), ms.ravel(), eps, tol, alone_ok=not float32_evidence)
+        if c is not None:
+            return tag(f"eps is ignored: your r is sqrt(mean(x**2) + {c:.3g}) although eps = {eps} was passed (a "
+                       "hard-coded epsilon?). Use the eps argument: sqrt(mean(x**2) + eps).", "rms.eps_ignored")
     true_r = np.sqrt(ms[..., 0] + eps)
     if np.max(largest / smallest - 1) <= 1e-3 and np.all(largest < true_r * (1 - 1e-3)):
         shortfall = 100 * float(np.max(1 - smallest / true_r))
-        return (f"your r is one number per token, as it should be, but too small (by up to {shortfall:.3g} %): "
-                "the sum of squares lost terms. That is what a running sum in a low precision does: in bfloat16 "
-                "(8 significant bits) it stops growing once the total is about 256 times the next term. Accumulate "
-                "in float32 or wider (upcast, normalise, cast back).")
-    if np.max(largest / smallest - 1) > 1e-3:
-        return ("gamma * x / y is not one number per token: every feature of a token must be divided by the same r. "
-                "Check the axis of the reduction (axis=-1, keepdims=True) and that nothing else depends on the "
-                "feature index. See it: print(gamma * x / rms_norm(x, gamma)).")
+        return tag(f"your r is one number per token, as it should be, but too small (by up to {shortfall:.3g} %): "
+                   "the sum of squares lost terms. That is what a running sum in a low precision does: in bfloat16 "
+                   "(8 significant bits) it stops growing once the total is about 256 times the next term. "
+                   "Accumulate in float32 or wider (upcast, normalise, cast back).", "rms.low_precision_statistics")
+    if np.max(largest / smallest - 1) > 5e-2:  # beyond half-precision rounding of y (bfloat16: ~4e-3)
+        return tag("gamma * x / y is not one number per token: every feature of a token must be divided by the same "
+                   "r. Check the axis of the reduction (axis=-1, keepdims=True) and that nothing else depends on the "
+                   "feature index. See it: print(gamma * x / rms_norm(x, gamma)).", "rms.scale_not_per_token")
     return None
 
 
-def _forward_cause(y, x, gamma, eps, expected, dtype):
+def _forward_cause(y, x, gamma, eps, expected, dtype, known_gain=None):
     tol = MATCH[np.dtype(dtype)]
     d = x.shape[-1]
     if d > 1 and np.all(gamma != 0):
@@ -193,17 +290,45 @@ def _forward_cause(y, x, gamma, eps, expected, dtype):
         zero_sum = np.max(np.abs(np.sum(per_token, axis=-1))) <= 1e-6 * size * d
         reference_sum = np.max(np.abs(np.sum(expected / gamma, axis=-1))) > 1e-3 * size
         if zero_sum and reference_sum:
-            return ("your outputs (divided by gamma) sum to zero over each token's features: you subtracted the mean. "
-                    "That is LayerNorm; RMSNorm keeps the mean and divides x itself by sqrt(mean(x**2) + eps).")
+            return tag("your outputs (divided by gamma) sum to zero over each token's features: you subtracted the "
+                       "mean. That is LayerNorm; RMSNorm keeps the mean and divides x itself by sqrt(mean(x**2) + eps).",
+                       "rms.mean_subtracted")
     if not np.allclose(gamma, 1.0) and np.all(gamma != 0):
         if _allclose_rel(y[expected != 0], (expected / gamma)[expected != 0], tol):
-            return "gamma was not applied: multiply the normalised x by gamma (one gain per feature)."
+            return GAMMA_MISSING
         if _allclose_rel(y[expected != 0], (expected * gamma)[expected != 0], tol):
-            return "gamma was applied twice: the output is gamma * x / r, with gamma once."
-    cause = _implied_scale_cause(y, x, gamma, eps, tol)
+            return GAMMA_TWICE
+    float32_evidence = np.dtype(dtype) == np.float64 and _float32_evidence(y, x, gamma, eps)
+    cause = _implied_scale_cause(y, x, gamma, eps, tol, known_gain, float32_evidence)
     if cause:
         return cause
-    return _precision_cause(relative_error(y, expected), np.dtype(dtype))
+    return _precision_cause(relative_error(y, expected), np.dtype(dtype), float32_evidence)
+
+
+def _gain_probe(rms_norm, x_in, y, eps, dtype):
+    """With gamma = 1 a wrong gain is invisible: call again with a non-uniform gamma and compare.
+
+    Returns the gain mistakes ([] if gamma is applied once), or None if the answer is not a
+    multiple of the first one feature by feature (then nothing is said about the gain).
+    """
+    gamma = _gamma(x_in.shape[-1], 5).astype(dtype)
+    try:
+        other = call_learner(rms_norm, x_in, gamma, eps=eps, what="gain probe")
+    except Exception:  # noqa: BLE001 - the main check reports problems with the call itself
+        return None
+    if type(other) is not np.ndarray or other.shape != y.shape:
+        return None
+    other = np.asarray(other, dtype=np.float64)
+    gamma = gamma.astype(np.float64)
+    keep = y != 0
+    if not keep.any() or not np.all(np.isfinite(other)):
+        return None
+    tol = MATCH[np.dtype(dtype)]
+    for factor, mistakes in ((gamma, []), (np.ones_like(gamma), [PROBED_GAMMA_MISSING]),
+                             (gamma * gamma, [PROBED_GAMMA_TWICE])):
+        if _allclose_rel(other[keep], (factor * y)[keep], tol):
+            return mistakes
+    return None
 
 
 def _rms_norm_case(rms_norm, x, gamma, eps, dtype, label):
@@ -214,7 +339,8 @@ def _rms_norm_case(rms_norm, x, gamma, eps, dtype, label):
     y = _strict(_call(rms_norm, x_in, gamma_in, eps=eps, what=what), what, x.shape, dtype)
     expected = oracles.rms_norm(x64, eps, gamma64)
     if relative_error(y, expected) > RTOL[dtype]:
-        cause = _forward_cause(y, x64, gamma64, eps, expected, dtype)
+        known_gain = _gain_probe(rms_norm, x_in, y, eps, dtype) if np.all(gamma64 == 1.0) else None
+        cause = _forward_cause(y, x64, gamma64, eps, expected, dtype, known_gain)
         assert_close(y, expected, what, "torch.nn.functional.rms_norm, float64", RTOL[dtype], cause)
 
 
@@ -252,9 +378,12 @@ def _probe_scale_cause(rms_norm_backward, x, gamma, eps, dtype, tol):
 
     For v with v . x = 0 per token, the true dx for dy = v / gamma is exactly v / r, so
     |v| / |dx| is the r the learner's code divided by, whatever its other terms do.
+
+    Returns (cause, r): r is the learner's r (per token) when the mistake is in r itself (eps, the
+    statistic, the square root), so that the other terms can be read with it; else None.
     """
     if x.shape[-1] < 3 or np.min(np.abs(gamma)) < 1e-3:
-        return None
+        return None, None
     unit = x / np.linalg.norm(x, axis=-1, keepdims=True)
     v = random_input(x.shape, seed=97)
     v = v - unit * np.sum(v * unit, axis=-1, keepdims=True)
@@ -263,50 +392,60 @@ def _probe_scale_cause(rms_norm_backward, x, gamma, eps, dtype, tol):
         result = call_learner(rms_norm_backward, dy, x.astype(dtype), gamma.astype(dtype), eps=eps, what="probe")
         dx = np.asarray(result[0], dtype=np.float64)
     except Exception:  # the main check reports problems with the call itself
-        return None
+        return None, None
     if dx.shape != x.shape or not np.all(np.isfinite(dx)):
-        return None
+        return None, None
     dv = dy.astype(np.float64) * gamma  # v as the learner's dtype saw it
     along = np.sum(dx * dv, axis=-1, keepdims=True) / np.sum(dv * dv, axis=-1, keepdims=True)
     if relative_error(dx, along * dv) > 10 * tol:  # not a pure multiple of v: another term is off
-        return None
+        return None, None
     implied = 1.0 / along
     d = x.shape[-1]
     ms = _mean_square(x)
+    # (r, cause, whether the mistake is in r itself rather than in how often dx is divided by it)
     candidates = [
-        (np.sqrt(ms + eps), None),
-        (np.sqrt(ms) + eps, "eps is outside the square root: r must be sqrt(mean(x**2) + eps), not "
-                            "sqrt(mean(x**2)) + eps."),
-        (np.sqrt(d * ms + eps), f"you summed the squares instead of averaging them: your r is sqrt(d) = "
-                                f"{np.sqrt(d):.4g} times too large."),
-        (ms + eps, "you divided by the mean square: the square root is missing from r."),
-        (np.ones_like(ms), "dx is not divided by r: every term of dx = (g - mean(g * x_hat) * x_hat) / r carries 1/r."),
-        ((ms + eps) ** 1.5, "dx is divided by r three times: once is right."),
-        (1.0 / np.sqrt(ms + eps), "dx is multiplied by r where it should be divided by it."),
+        (np.sqrt(ms + eps), None, False),
+        (np.sqrt(ms) + eps, tag("eps is outside the square root: r must be sqrt(mean(x**2) + eps), not "
+                                "sqrt(mean(x**2)) + eps.", "rms.eps_outside_sqrt"), True),
+        (np.sqrt(d * ms + eps), tag(f"you summed the squares instead of averaging them: your r is sqrt(d) = "
+                                    f"{np.sqrt(d):.4g} times too large.", "rms.sum_not_mean"), True),
+        (ms + eps, tag("you divided by the mean square: the square root is missing from r.", "rms.sqrt_missing"), True),
+        (np.ones_like(ms), tag("dx is not divided by r: every term of dx = (g - mean(g * x_hat) * x_hat) / r carries "
+                               "1/r.", "rms.dx_wrong_power_of_r"), False),
+        ((ms + eps) ** 1.5, tag("dx is divided by r three times: once is right.", "rms.dx_wrong_power_of_r"), False),
+        (1.0 / np.sqrt(ms + eps), tag("dx is multiplied by r where it should be divided by it.",
+                                      "rms.dx_wrong_power_of_r"), False),
     ]
     if eps > 0:
-        candidates.insert(1, (np.sqrt(ms), f"eps is ignored: your r is sqrt(mean(x**2)) but eps = {eps} was passed."))
-    for candidate, cause in candidates:
+        candidates.insert(1, (np.sqrt(ms), tag(f"eps is ignored: your r is sqrt(mean(x**2)) but eps = {eps} was "
+                                               "passed.", "rms.eps_ignored"), True))
+    for candidate, cause, own_r in candidates:
         if _allclose_rel(implied, candidate, tol):
-            return cause
-    return None
+            return cause, (candidate if own_r else None)
+    return None, None
 
 
-def _projection_cause(dx, dy, x, gamma, eps, tol):
+def _projection_cause(dx, dy, x, gamma, eps, tol, r=None, sum_is_consistent=False):
     """Name the mistake from the component of dx along x_hat.
 
     Write the learner's dx as (g - k * mean(g * x_hat) * x_hat) / r along x_hat, with g = gamma * dy.
     Since |x_hat|^2 = d q with q = ms / (ms + eps), the coefficient c = r (dx . x_hat) / (g . x_hat)
     is 1 - k q, so k = (1 - c) / q can be read off each token: 1 is right, 0 means the term is
     missing, d means a sum instead of a mean, r**2 means x in place of x_hat.
+
+    ``r``: the learner's own (wrong) r, per token, read off by ``_probe_scale_cause``; x_hat = x / r
+    and q = ms / r**2 then, so that a second mistake in the projection term is named too.
     """
     d = x.shape[-1]
     ms = _mean_square(x)
-    r = np.sqrt(ms + eps)
-    x_hat = oracles.rms_norm(x, eps)
+    if r is None:
+        r = np.sqrt(ms + eps)
+        x_hat = oracles.rms_norm(x, eps)
+    else:
+        x_hat = x / r
     g = gamma * dy
     gx = np.sum(g * x_hat, axis=-1, keepdims=True)
-    q = ms / (ms + eps)
+    q = ms / (r * r)
     # tokens where eps does not dominate (q > 0.1) and the probe direction is well represented
     keep = (np.abs(gx) > 1e-3 * np.linalg.norm(g, axis=-1, keepdims=True) * np.sqrt(d)) & (q > 0.1)
     if not keep.any():
@@ -319,16 +458,18 @@ def _projection_cause(dx, dy, x, gamma, eps, tol):
         return bool(np.all(np.abs(k - target) <= 1e-4 * np.abs(target) + slack))
 
     if near(0.0):
-        return ("dx keeps the whole component of g along x_hat: the -mean(g * x_hat) * x_hat term is missing. "
-                "It comes from dr/dx_j = x_j / (d r); without it the gradient is not orthogonal to x, although "
-                "scaling x does not change the output. See it: print(np.sum(dx * x, axis=-1)).")
-    if near(float(d)):
-        return ("the -mean(g * x_hat) * x_hat term uses a sum instead of a mean: it is d times too large, so dx "
-                "points against x_hat. Use np.mean(g * x_hat, axis=-1, keepdims=True).")
-    r2 = (ms + eps)[keep]
+        return tag("dx keeps the whole component of g along x_hat: the -mean(g * x_hat) * x_hat term is missing. "
+                   "It comes from dr/dx_j = x_j / (d r); without it the gradient is not orthogonal to x, although "
+                   "scaling x does not change the output. See it: print(np.sum(dx * x, axis=-1)).",
+                   "rms.projection_term_missing")
+    if near(float(d)) and not sum_is_consistent:
+        return tag("the -mean(g * x_hat) * x_hat term uses a sum instead of a mean: it is d times too large, so dx "
+                   "points against x_hat. Use np.mean(g * x_hat, axis=-1, keepdims=True).",
+                   "rms.projection_sum_not_mean")
+    r2 = (r * r)[keep]
     if near(r2) and np.max(np.abs(r2 - 1)) > 0.1:
-        return ("the -mean(g * x_hat) * x_hat term was built from x instead of x_hat (x = r * x_hat, so it is off by "
-                "r**2 = mean(x**2) + eps). Use x_hat = x / r in both places.")
+        return tag("the -mean(g * x_hat) * x_hat term was built from x instead of x_hat (x = r * x_hat, so it is off "
+                   "by r**2 = mean(x**2) + eps). Use x_hat = x / r in both places.", "rms.projection_uses_x")
     return None
 
 
@@ -336,56 +477,95 @@ def _backward_causes(dx, dgamma, dy, x, gamma, eps, reference, dtype, rms_norm_b
     ref_dx, ref_dgamma = reference
     tol = MATCH[np.dtype(dtype)]
     rtol = RTOL[np.dtype(dtype)]
-    lead = tuple(range(x.ndim - 1))
-    x_hat = oracles.rms_norm(x, eps)
     dgamma_wrong = relative_error(dgamma, ref_dgamma) > rtol
-    if dgamma_wrong:
-        tokens = int(np.prod(x.shape[:-1]))
-        if relative_error(dgamma, np.sum(dy * x, axis=lead)) < tol:
-            return "dgamma", "dgamma used x instead of x_hat: it is sum(dy * x_hat) over the leading axes, x_hat = x / r."
-        if relative_error(dgamma, np.sum(dy * x_hat * gamma, axis=lead)) < tol:
-            return "dgamma", "dgamma was multiplied by gamma: it is sum(dy * x_hat); gamma does not appear in it."
-        if tokens > 1 and relative_error(dgamma, ref_dgamma / tokens) < tol:
-            return "dgamma", "dgamma is a mean over the tokens; it is a sum: every token's contribution adds up."
-        if eps > 0 and relative_error(dgamma, oracles.rms_norm_grads(dy, x, gamma, 0.0)[1]) < tol:
-            return "dgamma", (f"dgamma is the eps = 0 one: eps is ignored in x_hat, but eps = {eps} was passed. "
-                              "x_hat = x / sqrt(mean(x**2) + eps), exactly as in the forward pass.")
+    dgamma_cause = _dgamma_cause(dgamma, dy, x, gamma, eps, ref_dgamma, tol) if dgamma_wrong else None
+    dx_cause = None
     if relative_error(dx, ref_dx) > rtol:
-        ones = np.ones_like(gamma)
-        if not np.allclose(gamma, 1.0):
-            if relative_error(dx, oracles.rms_norm_grads(dy, x, ones, eps)[0]) < tol:
-                return "dx", "dx ignores gamma: the gradient reaching x_hat is g = gamma * dy, not dy."
-            if relative_error(dx, oracles.rms_norm_grads(dy * gamma, x, gamma, eps)[0]) < tol:
-                return "dx", "gamma was applied twice in dx: g = gamma * dy, with gamma once."
-            if np.all(gamma != 0) and relative_error(dx, oracles.rms_norm_grads(dy / gamma, x, gamma, eps)[0]) < tol:
-                return "dx", "dx divides by gamma; the gradient reaching x_hat is g = gamma * dy."
-        d = x.shape[-1]
-        size = float(np.max(np.abs(dx))) or 1.0
-        if d > 1 and np.max(np.abs(np.sum(dx, axis=-1))) <= 1e-6 * size * d \
-                and np.max(np.abs(np.sum(ref_dx, axis=-1))) > 1e-3 * size:
-            return "dx", ("each token's dx sums to zero, like LayerNorm's: you kept the -mean(g) term (or centred x). "
-                          "RMSNorm has no mean, so its backward has no -mean(g) term: dx = (g - mean(g * x_hat) * x_hat) / r.")
-        if d > 2:
-            offset = dx - ref_dx
-            per_token = offset.mean(axis=-1, keepdims=True)
-            if np.max(np.abs(offset - per_token)) <= 1e-6 * size and np.max(np.abs(per_token)) > 1e-6 * size:
-                return "dx", ("dx differs from the right answer by the same amount on every feature of a token: a "
-                              "term along 1, such as LayerNorm's -mean(g), that RMSNorm does not have. "
-                              "dx = (g - mean(g * x_hat) * x_hat) / r, and nothing else.")
-        cause = _probe_scale_cause(rms_norm_backward, x, gamma, eps, dtype, tol)
-        if cause:
-            return "dx", cause
-        cause = _projection_cause(dx, dy, x, gamma, eps, tol)
-        if cause:
-            return "dx", cause
-        cause = _precision_cause(relative_error(dx, ref_dx), np.dtype(dtype))
-        return "dx", cause or ("dx is off: compare term by term with dx = (g - mean(g * x_hat) * x_hat) / r, "
-                               "g = gamma * dy, all means over axis=-1 with keepdims=True.")
+        dx_cause = _dx_cause(dx, dy, x, gamma, eps, ref_dx, dtype, tol, rms_norm_backward)
+    if dgamma_cause:
+        # the mistakes found in dx as well are named with it, unless they are the same one (eps ignored in both)
+        mistakes = [dgamma_cause]
+        if isinstance(dx_cause, list):
+            mistakes += [m for m in dx_cause if not set(ids_of(m)) <= set(ids_of(dgamma_cause))]
+        return "dgamma", describe([mistakes])
+    if isinstance(dx_cause, list):
+        return "dx", describe([dx_cause])
+    if dx_cause is not None:
+        return "dx", dx_cause
     if dgamma_wrong:
         cause = _precision_cause(relative_error(dgamma, ref_dgamma), np.dtype(dtype))
         return "dgamma", cause or ("dgamma should be sum(dy * x_hat) over every leading axis, with "
                                    "x_hat = x / sqrt(mean(x**2) + eps) from the forward pass.")
     return None, None
+
+
+def _dgamma_cause(dgamma, dy, x, gamma, eps, ref_dgamma, tol):
+    """The classic mistake that explains a wrong dgamma exactly, or None."""
+    lead = tuple(range(x.ndim - 1))
+    x_hat = oracles.rms_norm(x, eps)
+    tokens = int(np.prod(x.shape[:-1]))
+    if relative_error(dgamma, np.sum(dy * x, axis=lead)) < tol:
+        return tag("dgamma used x instead of x_hat: it is sum(dy * x_hat) over the leading axes, "
+                   "x_hat = x / r.", "rms.dgamma_uses_x")
+    if relative_error(dgamma, np.sum(dy * x_hat * gamma, axis=lead)) < tol:
+        return tag("dgamma was multiplied by gamma: it is sum(dy * x_hat); gamma does not appear in it.",
+                   "rms.dgamma_times_gamma")
+    if tokens > 1 and relative_error(dgamma, ref_dgamma / tokens) < tol:
+        return tag("dgamma is a mean over the tokens; it is a sum: every token's contribution adds up.",
+                   "rms.dgamma_mean")
+    if eps > 0 and relative_error(dgamma, oracles.rms_norm_grads(dy, x, gamma, 0.0)[1]) < tol:
+        return tag(f"dgamma is the eps = 0 one: eps is ignored in x_hat, but eps = {eps} was passed. "
+                   "x_hat = x / sqrt(mean(x**2) + eps), exactly as in the forward pass.", "rms.eps_ignored")
+    return None
+
+
+def _dx_cause(dx, dy, x, gamma, eps, ref_dx, dtype, tol, rms_norm_backward):
+    """The diagnosis of a wrong dx: a list of the mistakes found (one or two), else a general pointer (a str)."""
+    causes = _dx_mistakes(dx, dy, x, gamma, eps, ref_dx, dtype, tol, rms_norm_backward)
+    if causes:
+        return causes
+    return ("dx is off: compare term by term with dx = (g - mean(g * x_hat) * x_hat) / r, "
+            "g = gamma * dy, all means over axis=-1 with keepdims=True.")
+
+
+def _dx_mistakes(dx, dy, x, gamma, eps, ref_dx, dtype, tol, rms_norm_backward):
+    ones = np.ones_like(gamma)
+    if not np.allclose(gamma, 1.0):
+        if relative_error(dx, oracles.rms_norm_grads(dy, x, ones, eps)[0]) < tol:
+            return [tag("dx ignores gamma: the gradient reaching x_hat is g = gamma * dy, not dy.",
+                        "rms.dx_gamma_missing")]
+        if relative_error(dx, oracles.rms_norm_grads(dy * gamma, x, gamma, eps)[0]) < tol:
+            return [tag("gamma was applied twice in dx: g = gamma * dy, with gamma once.", "rms.dx_gamma_twice")]
+        # g = dy / gamma: the oracle multiplies its dy by gamma, so it gets dy / gamma**2 (dy / gamma would
+        # give g = dy, which is "gamma ignored" again)
+        if np.all(gamma != 0) and relative_error(dx, oracles.rms_norm_grads(dy / gamma**2, x, gamma, eps)[0]) < tol:
+            return [tag("dx divides by gamma; the gradient reaching x_hat is g = gamma * dy.",
+                        "rms.dx_divides_by_gamma")]
+    d = x.shape[-1]
+    size = float(np.max(np.abs(dx))) or 1.0
+    if d > 1 and np.max(np.abs(np.sum(dx, axis=-1))) <= 1e-6 * size * d \
+            and np.max(np.abs(np.sum(ref_dx, axis=-1))) > 1e-3 * size:
+        return [tag("each token's dx sums to zero, like LayerNorm's: you kept the -mean(g) term (or centred "
+                    "x). RMSNorm has no mean, so its backward has no -mean(g) term: "
+                    "dx = (g - mean(g * x_hat) * x_hat) / r.", "rms.backward_mean_term", "rms.mean_subtracted")]
+    if d > 2:
+        offset = dx - ref_dx
+        per_token = offset.mean(axis=-1, keepdims=True)
+        if np.max(np.abs(offset - per_token)) <= 1e-6 * size and np.max(np.abs(per_token)) > 1e-6 * size:
+            return [tag("dx differs from the right answer by the same amount on every feature of a token: "
+                        "a term along 1, such as LayerNorm's -mean(g), that RMSNorm does not have. "
+                        "dx = (g - mean(g * x_hat) * x_hat) / r, and nothing else.", "rms.backward_mean_term")]
+    cause, own_r = _probe_scale_cause(rms_norm_backward, x, gamma, eps, dtype, tol)
+    if cause:
+        # with r = sqrt(sum(x**2) + eps), the exact derivative of that forward has a projection term d times
+        # the mean one: a sum there is consistent, not a second mistake
+        summed = own_r is not None and _allclose_rel(own_r, np.sqrt(d * _mean_square(x) + eps), tol)
+        second = _projection_cause(dx, dy, x, gamma, eps, tol, r=own_r, sum_is_consistent=summed) \
+            if own_r is not None else None
+        return [cause, second] if second else [cause]
+    cause = _projection_cause(dx, dy, x, gamma, eps, tol) or _precision_cause(relative_error(dx, ref_dx),
+                                                                              np.dtype(dtype))
+    return [cause] if cause else []
 
 
 def _finite_difference_grads(rms_norm, dy, x, gamma, eps):
@@ -430,17 +610,25 @@ def check_rms_norm_backward(rms_norm_backward, rms_norm=None, shape=(2, 3, 5), e
     result = _call(rms_norm_backward, dy, x, gamma, eps=eps, what=what)
     if type(result) is not tuple or len(result) != 2:
         length = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
-        fail(f"{what} should return a tuple (dx, dgamma); it returned {type(result).__name__}{length}.")
+        fail(f"{what} should return a tuple (dx, dgamma); it returned {type(result).__name__}{length}.",
+             "rms.backward_not_a_pair")
     dx, dgamma = result
+    if (len(shape) > 1 and isinstance(dx, np.ndarray) and isinstance(dgamma, np.ndarray) and dx.shape == (d,)
+            and dgamma.shape == shape):
+        fail(f"{what} returned (dgamma, dx): dx has shape {dx.shape} and dgamma {dgamma.shape}.\nLikely cause: the "
+             "two gradients in the wrong order. Return dx first, then dgamma: return dx, dgamma.",
+             "rms.backward_not_a_pair")
     if isinstance(dgamma, np.ndarray) and dgamma.shape != (d,) and len(shape) > 1:
         axes = tuple(range(len(shape) - 1))
         if dgamma.shape == shape:
             fail(f"{what}: dgamma has shape {dgamma.shape}, expected ({d},).\nLikely cause: not summed over the "
-                 f"tokens. gamma is shared by every token, so dgamma sums over every leading axis: axis={axes}.")
-        if dgamma.shape in (shape[1:], shape[:1] + shape[2:]) or (len(shape) > 2 and dgamma.ndim > 1):
+                 f"tokens. gamma is shared by every token, so dgamma sums over every leading axis: axis={axes}.",
+                 "rms.dgamma_not_summed")
+        partly = dgamma.shape in (shape[1:], shape[:1] + shape[2:]) or (len(shape) > 2 and dgamma.ndim > 1)
+        if partly and dgamma.size > d:  # (1, 1, d): summed everywhere, keepdims=True; strict_array says so
             fail(f"{what}: dgamma has shape {dgamma.shape}, expected ({d},).\nLikely cause: summed over some "
                  f"leading axes only; sum over every one of them, axis={axes} (for any number of leading axes: "
-                 "tuple(range(x.ndim - 1))).")
+                 "tuple(range(x.ndim - 1))).", "rms.dgamma_partly_summed")
     dx = _strict(dx, what + ": dx", shape, dtype)
     dgamma = _strict(dgamma, what + ": dgamma", (d,), dtype)
     reference = oracles.rms_norm_grads(dy64, x64, gamma64, eps)
@@ -454,7 +642,7 @@ def check_rms_norm_backward(rms_norm_backward, rms_norm=None, shape=(2, 3, 5), e
         fd_dx, fd_dgamma = _finite_difference_grads(rms_norm, dy64, x64, gamma64, eps)
         for label, mine, numeric in (("dx", dx, fd_dx), ("dgamma", dgamma, fd_dgamma)):
             assert_close(mine, numeric, f"{what}: {label}", "central differences of YOUR rms_norm", FD_RTOL,
-                         "your backward matches autograd but not your own forward, so rms_norm is the one that is "
-                         "wrong: run its checks above.")
+                         tag("your backward matches autograd but not your own forward, so rms_norm is the one that "
+                             "is wrong: run its checks above.", "rms.forward_backward_mismatch"))
         agree = " and with central differences of your rms_norm"
     passed(f"rms_norm_backward matches autograd for x of shape {shape}, eps={eps}, {dtype.name}{agree}")

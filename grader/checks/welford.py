@@ -26,7 +26,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from grader.compare import CheckFailed, LearnerError, call_learner, call_measuring_memory, check, fail, passed, preview
+from grader.compare import (CheckFailed, LearnerError, call_learner, call_measuring_memory, check, fail, ids_of, passed,
+                             preview, tag)
 from grader.sandbox.protocol import StreamSource
 
 U = 2.0**-53                            # unit roundoff of float64
@@ -83,13 +84,17 @@ def _kind(value) -> str:
     return name if module == "builtins" else f"{module}.{name}"
 
 
-def _strict_float(value, what: str) -> float:
-    """Accept a Python float or a numpy float64 scalar; explain anything else."""
+def _strict_float(value, what: str, non_finite: tuple = ("common.non_finite",)) -> float:
+    """Accept a Python float or a numpy float64 scalar; explain anything else.
+
+    ``non_finite``: the ids a NaN or inf names here (the caller knows which of the message's
+    alternatives are possible).
+    """
     if type(value) in (float, np.float64):
         number = float(value)
         if not np.isfinite(number):
             fail(f"{what} is {number}.\nA NaN or inf usually comes from a division by zero: a count that starts at 0 "
-                 "and is incremented after it is used, or n - 1 = 0 for a single element.")
+                 "and is incremented after it is used, or n - 1 = 0 for a single element.", *non_finite)
         return number
     kind = _kind(value)
     if isinstance(value, np.ndarray):
@@ -100,27 +105,34 @@ def _strict_float(value, what: str) -> float:
                     "e.g. float(mean) or mean[0].")
         else:
             hint = f"an array of shape {value.shape}: return one number."
-        fail(f"{what} should be a float (Python float or numpy float64), but it is {hint}")
+        fail(f"{what} should be a float (Python float or numpy float64), but it is {hint}", "welford.array_not_scalar")
     if isinstance(value, (np.floating,)):
         fail(f"{what} should be a float64, but it is {kind}.\nAccumulate in float64: start from 0.0 and avoid "
-             "np.float32(...) or .astype(np.float32); lower precision loses digits at every update.")
+             "np.float32(...) or .astype(np.float32); lower precision loses digits at every update.",
+             "welford.low_precision")
     if isinstance(value, (bool, np.bool_)):
-        fail(f"{what} should be a float, but it is a boolean ({value}).")
+        fail(f"{what} should be a float, but it is a boolean ({value}).", "welford.not_a_float")
     if isinstance(value, (int, np.integer)):
         fail(f"{what} should be a float, but it is an integer ({kind} {value}).\nDid you use // (floor division) or "
-             "int(...)? The mean of integers is generally not an integer: use / and keep floats.")
+             "int(...)? The mean of integers is generally not an integer: use / and keep floats.",
+             "welford.integer_division")
     if value is None:
-        fail(f"{what} is None. Did you forget a return statement?")
-    hint = " Convert with float(...)." if kind.startswith("torch") else ""
-    fail(f"{what} should be a float (Python float or numpy float64), but it is {kind}.{hint}")
+        fail(f"{what} is None. Did you forget a return statement?", "common.returned_none")
+    torch = kind.startswith("torch")
+    hint = " Convert with float(...)." if torch else ""
+    fail(f"{what} should be a float (Python float or numpy float64), but it is {kind}.{hint}",
+         "common.torch_returned" if torch else "welford.not_a_float")
 
 
-def _strict_pair(result, what: str) -> tuple[float, float]:
+def _strict_pair(result, what: str, n: int) -> tuple[float, float]:
     if type(result) is not tuple or len(result) != 2:
         extra = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
         fail(f"{what} should return a tuple (mean, var); it returned {_kind(result)}{extra}.\n"
-             "End with `return mean, var` (a tuple of two floats).")
-    return _strict_float(result[0], f"{what}: the mean"), _strict_float(result[1], f"{what}: the variance")
+             "End with `return mean, var` (a tuple of two floats).", "welford.not_a_tuple")
+    # a NaN mean comes from a count used before it was incremented; a NaN variance of one element may also be n - 1 = 0
+    var_nan = ("welford.count_off_by_one", "welford.unbiased_variance") if n == 1 else ("welford.count_off_by_one",)
+    return (_strict_float(result[0], f"{what}: the mean", ("welford.count_off_by_one",)),
+            _strict_float(result[1], f"{what}: the variance", var_nan))
 
 
 def _quiet_call(function, *args, what: str, rule: str = "mean_var"):
@@ -166,19 +178,53 @@ def _probe(function, x: np.ndarray):
     return None
 
 
+def _running_means(x: np.ndarray) -> dict[str, float]:
+    """What the classic wrong running counts give on x: each update divided by the total length n, or by k - 1
+    after starting from the first element (a count incremented after its use, i.e. the mean of x[1:])."""
+    values = [float(v) for v in x.astype(np.float64)]
+    n = len(values)
+    ema = 0.0
+    for xi in values:
+        ema += (xi - ema) / n
+    found = {"welford.total_count_in_update": ema}
+    if n > 1:
+        found["welford.count_off_by_one"] = float(exact_moments(x[1:])[1])
+    return found
+
+
+def _integer_probe(function, x: np.ndarray) -> bool:
+    """Whether the learner's mean stays a whole number near the exact one on x moved by a non-integer amount."""
+    moved = x.astype(np.float64) + 10.375
+    probe = _probe(function, moved)
+    if probe is None:
+        return False
+    mu = float(exact_moments(moved)[1])
+    return float(probe[0]).is_integer() and abs(probe[0] - mu) < 1.0 and not mu.is_integer()
+
+
 def _mean_cause(function, x, n, m, mu, tol_mean) -> str:
     if mu != 0 and abs(m - n * mu) <= max(tol_mean, 1e-12 * abs(n * mu)):
-        return "you returned the sum of x, not the mean: divide by the count."
+        return tag("you returned the sum of x, not the mean: divide by the count.", "welford.sum_not_mean")
     for k, words in ((n - 1, "n - 1"), (n + 1, "n + 1")):
         if k > 0 and mu != 0 and abs(m - mu * n / k) <= tol_mean + 1e-12 * abs(mu):
-            return (f"your mean is sum(x) / ({words}): the count is off by one. Count the element before using it: "
-                    "k = 1 for the first element, so that mean = x[0] after one step.")
+            return tag(f"your mean is sum(x) / ({words}): the count is off by one. Count the element before using "
+                       "it: k = 1 for the first element, so that mean = x[0] after one step.",
+                       "welford.count_off_by_one")
+    if float(m).is_integer() and not float(mu).is_integer() and abs(m - mu) < 1.0 and _integer_probe(function, x):
+        return tag("your mean is rounded to a whole number. Did you use // (floor division) or int(...)? The mean of "
+                   "integers is generally not an integer: use / and keep floats.", "welford.integer_division")
     probe = _probe(function, _shuffled(x))
     if probe is not None and abs(probe[0] - m) > 2 * tol_mean:
-        return ("your mean depends on the order of the elements, so the running mean is updated with the wrong "
-                "count: mean += (xi - mean) / k needs k = 1, 2, 3, ... (the number of elements seen so far, "
-                "including xi), not the total length n and not a count incremented after its use. "
-                "See it: compare welford_mean_var(x) with welford_mean_var(x[::-1]) on x = np.array([1.0, 2.0, 6.0]).")
+        # the message names both wrong counts; simulating each one tells which it is, when one matches
+        scale = float(np.mean(np.abs(x.astype(np.float64))))
+        matched = [mistake for mistake, value in _running_means(x).items()
+                   if abs(m - value) <= 2 * tol_mean + 1e-12 * scale]
+        return tag("your mean depends on the order of the elements, so the running mean is updated with the wrong "
+                   "count: mean += (xi - mean) / k needs k = 1, 2, 3, ... (the number of elements seen so far, "
+                   "including xi), not the total length n and not a count incremented after its use. "
+                   "See it: compare welford_mean_var(x) with welford_mean_var(x[::-1]) on "
+                   "x = np.array([1.0, 2.0, 6.0]).",
+                   *(matched[:1] or ("welford.total_count_in_update", "welford.count_off_by_one")))
     return "the running mean is mean += (xi - mean) / k, with k the number of elements seen so far (including xi)."
 
 
@@ -187,17 +233,22 @@ def _variance_cause(function, x, n, mu, var, m, v, tol_var) -> str:
         ratio = v / var
         known = []
         if n > 1:
-            known.append((n / (n - 1), "unbiased variance (divided by n−1): M2 / (n - 1) is the sample "
-                                       "estimator (np.var(ddof=1), torch.var's default). This function returns the "
-                                       "biased variance M2 / n, the one LayerNorm uses."))
+            known.append((n / (n - 1), tag("unbiased variance (divided by n−1): M2 / (n - 1) is the sample "
+                                           "estimator (np.var(ddof=1), torch.var's default). This function returns the "
+                                           "biased variance M2 / n, the one LayerNorm uses.",
+                                           "welford.unbiased_variance")))
         if n > 1:
-            known.append((float(n), "returned the sum of squared deviations M2 instead of M2/n: divide by the count "
-                                    "at the end."))
+            known.append((float(n), tag("returned the sum of squared deviations M2 instead of M2/n: divide by the "
+                                        "count at the end.", "welford.m2_returned")))
         for value, cause in known:
             if abs(ratio - value) <= 1e-6 * value:
                 return cause
         if abs(v - np.sqrt(var)) <= 1e-9 * np.sqrt(var) and abs(var - 1.0) > 1e-6:
-            return "you returned the standard deviation: the variance is its square (do not take a square root)."
+            return tag("you returned the standard deviation: the variance is its square (do not take a square root).",
+                       "welford.std_returned")
+        root = _root_cause(n, var, v, 1e-9 * var)
+        if root:
+            return root
     if abs(mu) > 10 * np.sqrt(var):  # a large offset: is the error there only because of it?
         shift = float(np.round(mu))
         centred = x.astype(np.float64) - shift  # exact: x and shift are within a factor of two of each other
@@ -222,21 +273,21 @@ def _variance_cause(function, x, n, mu, var, m, v, tol_var) -> str:
                        "add up. Update the mean and M2 (the sum of squared deviations) together, one element at a time "
                        "(Welford), so that no large number is ever subtracted from another.")
             if other:
-                return (f"2 mistakes together: (1) {other} (On the same data shifted to mean ≈ 0 that is the only "
-                        f"difference.) (2) {cancels}")
-            return cancels
+                return tag(f"2 mistakes together: (1) {other} (On the same data shifted to mean ≈ 0 that is the only "
+                           f"difference.) (2) {cancels}", *ids_of(other), "welford.naive_variance")
+            return tag(cancels, "welford.naive_variance")
     if v < 0:
-        return ("a variance cannot be negative: only a difference like E[x²] − μ² can go below zero. "
-                "Accumulate the squared deviations M2 instead.")
+        return tag("a variance cannot be negative: only a difference like E[x²] − μ² can go below zero. "
+                   "Accumulate the squared deviations M2 instead.", "welford.naive_variance")
     probe = _probe(function, _shuffled(x))
     if probe is not None and abs(probe[1] - v) > 2 * tol_var:
         if v > var:
-            return ("your variance depends on the order of the data and is too large: M2 used the old mean twice. "
-                    "You updated the mean after using it (or added delta * delta). With delta = xi - old mean, "
-                    "update mean += delta / k first, then M2 += delta * (xi - new mean).")
-        return ("your variance depends on the order of the data and is too small: you used the new mean twice "
-                "(M2 += (xi - new mean)**2). With delta = xi - old mean, M2 += delta * (xi - new mean): one factor "
-                "with the old mean, one with the new.")
+            return tag("your variance depends on the order of the data and is too large: M2 used the old mean twice. "
+                       "You updated the mean after using it (or added delta * delta). With delta = xi - old mean, "
+                       "update mean += delta / k first, then M2 += delta * (xi - new mean).", "welford.old_mean_twice")
+        return tag("your variance depends on the order of the data and is too small: you used the new mean twice "
+                   "(M2 += (xi - new mean)**2). With delta = xi - old mean, M2 += delta * (xi - new mean): one factor "
+                   "with the old mean, one with the new.", "welford.new_mean_twice")
     return ("M2 should grow by delta * (xi - new mean) at each element, with delta = xi - old mean, and the "
             "variance is M2 / n at the end.")
 
@@ -250,26 +301,34 @@ def _check_one_input(function, x: np.ndarray) -> float:
     except LearnerError as error:
         if error.error_type != "ZeroDivisionError":
             raise
-        raise error.with_cause((
+        raise error.with_cause(tag((
             "for one element the biased variance is M2 / 1 = 0.0; dividing by n - 1 = 0 means the unbiased variance "
             "(this function returns M2 / n). " if n == 1 else "") +
-            "A count that starts at 0 must be incremented before the division: k = 1 for the first element.") from None
-    m, v = _strict_pair(result, what)
+            "A count that starts at 0 must be incremented before the division: k = 1 for the first element.",
+            *(("welford.unbiased_variance",) if n == 1 else ()), "welford.count_off_by_one")) from None
+    m, v = _strict_pair(result, what, n)
     mean_exact, var_exact = exact_mean_var(x)
     tol_mean, tol_var = _tolerances(x, n, var_exact)
     if n > 1 and var_exact > 0 and abs(m - var_exact) <= tol_var and abs(v - mean_exact) <= tol_mean \
             and abs(m - mean_exact) > tol_mean:
-        fail(f"{what} returned (var, mean): the order is (mean, var).")
+        fail(f"{what} returned (var, mean): the order is (mean, var).", "welford.swapped_outputs")
     if abs(m - mean_exact) > tol_mean:
+        cause = _mean_cause(function, x, n, m, mean_exact, tol_mean)
+        # a known mistake in the variance as well, e.g. (sum, M2) or (sum / (n - 1), M2 / (n - 1)): name both
+        other = _ratio_cause(n, var_exact, v, tol_var) if ids_of(cause) and abs(v - var_exact) > tol_var else None
+        if other:
+            cause = tag(f"2 mistakes together: (1) {cause} (2) The variance is wrong too: {other}",
+                        *ids_of(cause, other))
         fail(f"{what}: the mean is wrong.\n  expected (exact): {mean_exact!r}\n  got:              {m!r}\n"
              f"  error {abs(m - mean_exact):.2e} (tolerance {tol_mean:.1e})\n"
-             f"Likely cause: {_mean_cause(function, x, n, m, mean_exact, tol_mean)}")
+             f"Likely cause: {cause}", *ids_of(cause))
     if abs(v - var_exact) > tol_var:
         error = abs(v - var_exact) / var_exact if var_exact > 0 else abs(v - var_exact)
         kind = "relative" if var_exact > 0 else "absolute"
+        cause = _variance_cause(function, x, n, mean_exact, var_exact, m, v, tol_var)
         fail(f"{what}: the variance is wrong.\n  expected (exact): {var_exact!r}\n  got:              {v!r}\n"
              f"  {kind} error {error:.2e} (tolerance {tol_var / var_exact if var_exact > 0 else tol_var:.1e})\n"
-             f"Likely cause: {_variance_cause(function, x, n, mean_exact, var_exact, m, v, tol_var)}")
+             f"Likely cause: {cause}", *ids_of(cause))
     return abs(v - var_exact) / var_exact if var_exact > 0 else abs(v)
 
 
@@ -329,7 +388,8 @@ class CountingStream(StreamSource):
 
     def __init__(self, values: np.ndarray, state: dict | None = None, indices: range | None = None):
         self._values = values
-        self._state = state if state is not None else {"reads": 0, "limit": values.size + 1, "violation": None}
+        self._state = state if state is not None else {"reads": 0, "limit": values.size + 1, "violation": None,
+                                                       "violation_ids": ()}
         self._indices = indices if indices is not None else range(values.size)
         self._passes = []  # iterators opened by a sandboxed proxy, by number
 
@@ -363,7 +423,7 @@ class CountingStream(StreamSource):
                 "data a second time. Likely cause: you computed the mean first (two passes), with sum(x) / len(x) or a "
                 "first loop, and then the squared deviations in a second loop. That two-pass algorithm is accurate, "
                 "but it cannot run on a stream, nor in a kernel that reads each row once. Welford updates the mean "
-                "and M2 together in a single loop: `for xi in x:`.")
+                "and M2 together in a single loop: `for xi in x:`.", "welford.two_passes")
         return self._values[index]
 
     def __iter__(self):
@@ -395,22 +455,23 @@ class CountingStream(StreamSource):
         if isinstance(key, slice):
             return CountingStream(self._values, self._state, self._indices[key])
         self._violate(f"Your function indexed x with {key!r}; a stream only takes one position x[i] or a slice "
-                      "x[a:b]. Loop over the elements one at a time: `for xi in x:`.")
+                      "x[a:b]. Loop over the elements one at a time: `for xi in x:`.", "welford.whole_array_ops")
 
     def __repr__(self) -> str:
         return f"<stream of {len(self._indices)} values: loop over it once with `for xi in x`>"
 
     # what it refuses
-    def _violate(self, message: str):
+    def _violate(self, message: str, *ids: str):
         if self._state["violation"] is None:
-            self._state["violation"] = message
+            self._state["violation"], self._state["violation_ids"] = message, ids
         # report the first thing that went wrong, even if the learner's code caught it and went on
-        raise _StreamViolation("\n" + _STREAM_RULES + "\n" + self._state["violation"] + "\n")
+        raise _StreamViolation("\n" + _STREAM_RULES + "\n" + self._state["violation"] + "\n",
+                               *self._state["violation_ids"])
 
     def _whole_array(self, operation: str):
         self._violate(f"Your function used {operation}, which needs the whole array at once (and makes a second "
                       "pass possible unseen). Process one element at a time: `for xi in x:` (float(xi) converts "
-                      "one element if you want a Python float).")
+                      "one element if you want a Python float).", "welford.whole_array_ops")
 
     def __array__(self, *args, **kwargs):
         self._whole_array("np.asarray(x), np.array(x), x.astype or a NumPy function such as np.mean(x), "
@@ -447,15 +508,32 @@ def _ratio_cause(n: int, var: float, v: float, tol_var: float) -> str | None:
     """Name a variance that is a classic multiple of the right one, within the tolerance."""
     if var <= 0 or n < 2:
         return None
-    named = [(n / (n - 1), "you returned the unbiased variance (divided by n−1): M2 / (n - 1) is the sample estimator "
-                           "(np.var(ddof=1), torch.var's default). This function returns the biased variance M2 / n, "
-                           "the one LayerNorm uses."),
-             (float(n), "you returned the sum of squared deviations M2 instead of M2/n: divide by the count at the end.")]
+    named = [(n / (n - 1), tag("you returned the unbiased variance (divided by n−1): M2 / (n - 1) is the sample "
+                               "estimator (np.var(ddof=1), torch.var's default). This function returns the biased "
+                               "variance M2 / n, the one LayerNorm uses.", "welford.unbiased_variance")),
+             (float(n), tag("you returned the sum of squared deviations M2 instead of M2/n: divide by the count at the "
+                            "end.", "welford.m2_returned"))]
     for factor, cause in named:
         if abs(v - factor * var) <= tol_var * factor:
             return cause
     if abs(var - 1.0) > 1e-6 and abs(v - np.sqrt(var)) <= 1e-9 * np.sqrt(var) + tol_var:
-        return "you returned the standard deviation: the variance is its square (do not take a square root)."
+        return tag("you returned the standard deviation: the variance is its square (do not take a square root).",
+                   "welford.std_returned")
+    return _root_cause(n, var, v, tol_var)
+
+
+def _root_cause(n: int, var: float, v: float, tol_var: float) -> str | None:
+    """Name the square root of a wrong multiple of the variance: sqrt(M2 / (n - 1)) or sqrt(M2)."""
+    if var <= 0 or n < 2:
+        return None
+    named = [(n / (n - 1), "the square root of the unbiased variance, sqrt(M2 / (n - 1)) (np.std(ddof=1))",
+              "welford.unbiased_variance"),
+             (float(n), "the square root of M2, the sum of squared deviations", "welford.m2_returned")]
+    for factor, what, mistake in named:
+        root = np.sqrt(factor * var)
+        if abs(factor * var - 1.0) > 1e-6 and abs(v - root) <= 1e-9 * root + tol_var * factor / (2 * root):
+            return tag(f"2 mistakes together: you returned {what}. (1) The variance divides M2 by n, the count, "
+                       "(2) and it is not square-rooted: return M2 / n.", mistake, "welford.std_returned")
     return None
 
 
@@ -477,16 +555,17 @@ def _one_stream(welford_mean_var, values: np.ndarray, what: str, memory: bool):
             raise
     # checked after the call too: the learner's code may have caught our exception and gone on
     if stream._state["violation"] is not None:
-        fail(_STREAM_RULES + "\n" + stream._state["violation"])
+        fail(_STREAM_RULES + "\n" + stream._state["violation"], *stream._state["violation_ids"])
     reads = stream._state["reads"]
     if reads < n:
-        fail(f"{what} read only {reads} of the {n} elements: every element must enter the mean and the variance.")
+        fail(f"{what} read only {reads} of the {n} elements: every element must enter the mean and the variance.",
+             "welford.skips_elements")
     if memory and peak is not None and peak > MEMORY_BUDGET:
         fail(f"{what} used {peak / 1024:.0f} KiB of memory at its peak; a one-pass algorithm keeps three numbers "
              f"(count, mean, M2), well under {MEMORY_BUDGET // 1024} KiB whatever n is.\nLikely cause: you kept the "
              "elements (list(x), a list you append to, np.fromiter) to go over them again later. Update the mean "
-             "and M2 as each element arrives, then forget it.")
-    m, v = _strict_pair(result, what)
+             "and M2 as each element arrives, then forget it.", "welford.keeps_elements")
+    m, v = _strict_pair(result, what, n)
     mean_exact, var_exact = exact_mean_var(values)
     tol_mean, tol_var = _tolerances(values, n, var_exact)
     if abs(m - mean_exact) > tol_mean or abs(v - var_exact) > tol_var:
@@ -495,7 +574,7 @@ def _one_stream(welford_mean_var, values: np.ndarray, what: str, memory: bool):
             cause = _ratio_cause(n, var_exact, v, tol_var)
         fail(f"{what} read each element once but returned ({m!r}, {v!r}); the exact answer is "
              f"({mean_exact!r}, {var_exact!r}).\nLikely cause: "
-             + (cause or "run check_welford_mean_var for a diagnosis."))
+             + (cause or "run check_welford_mean_var for a diagnosis."), *ids_of(cause))
     return m, v, reads, peak, var_exact, tol_var
 
 
@@ -528,43 +607,30 @@ def _float_partial(n: int, mean: Fraction, m2: Fraction) -> tuple:
     return (n, float(mean), float(m2)) if n else EMPTY
 
 
-def _strict_partial(result, what: str) -> tuple[int, float, float]:
+def _strict_partial(result, what: str, a=None, b=None) -> tuple[int, float, float]:
     if type(result) is not tuple or len(result) != 3:
         extra = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
-        fail(f"{what} should return a tuple (count, mean, M2); it returned {_kind(result)}{extra}.")
+        fail(f"{what} should return a tuple (count, mean, M2); it returned {_kind(result)}{extra}.",
+             "welford.not_a_tuple")
     count = result[0]
     if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)):
         fail(f"{what}: the count should be an int, but it is {_kind(count)} ({count!r}).\nKeep counts as integers "
-             "(n = n_a + n_b); convert to float only inside the arithmetic.")
-    return int(count), _strict_float(result[1], f"{what}: the mean"), _strict_float(result[2], f"{what}: M2")
+             "(n = n_a + n_b); convert to float only inside the arithmetic.", "welford.count_not_int")
+    # a NaN next to an empty partial is 0/0 from a merge without the empty case
+    empty = a is not None and b is not None and (a[0] == 0 or b[0] == 0)
+    non_finite = ("welford.empty_partial",) if empty else ("common.non_finite",)
+    return (int(count), _strict_float(result[1], f"{what}: the mean", non_finite),
+            _strict_float(result[2], f"{what}: M2", non_finite))
 
 
-def _combine_cause(a, b, result, expected) -> str:
-    (na, ma, m2a), (nb, mb, m2b) = a, b
-    n, m, m2 = result
-    n_exp, mean_exp, m2_exp = expected
-    if n != na + nb:
-        return f"the count of the merged partial is n_a + n_b = {na + nb}, not {n}."
-    if na == 0 or nb == 0:
-        return "merging with the empty partial (0, 0.0, 0.0) must return the other partial unchanged."
-    delta = mb - ma
-    between = m2_exp - m2a - m2b  # the exact M2 of both chunks, less the spread within each: the between term
-    tol_m = 1e-9 * (abs(delta) + 1e-300) + 8 * U * max(abs(ma), abs(mb))
-    if abs(m - mean_exp) > tol_m:
-        if abs(m - (ma + mb) / 2) <= tol_m:
-            return ("you averaged the two means without weights: the merged mean is (n_a·mean_a + n_b·mean_b) / n, "
-                    "or mean_a + delta·n_b/n with delta = mean_b − mean_a.")
-        if abs(m - (nb * ma + na * mb) / n_exp) <= tol_m:
-            return ("the weights of the two means are swapped: mean_a + delta·n_b/n (the partial with more elements "
-                    "pulls the mean towards itself), not delta·n_a/n.")
-        return "the merged mean is mean_a + delta·n_b/n, with delta = mean_b − mean_a and n = n_a + n_b."
-    tol = 1e-9 * m2_exp + 1e-6 * between + 8 * U * max(abs(ma), abs(mb)) * abs(delta) * max(na, nb) + 1e-300
+def _m2_cause(na, nb, m2a, m2b, delta, between, m2, n_exp, m2_exp, tol) -> str:
+    """The likely cause of a wrong merged M2 (``between``: the exact between-chunk term)."""
     if n_exp > 0 and abs(m2 - m2_exp / n_exp) <= tol / n_exp + 1e-12 * m2_exp / n_exp:
-        return ("the third entry is the variance M2/n; the partial keeps M2, the sum of squared deviations, "
-                "because sums of squares of two chunks add, while variances do not.")
+        return tag("the third entry is the variance M2/n; the partial keeps M2, the sum of squared deviations, "
+                   "because sums of squares of two chunks add, while variances do not.", "welford.variance_in_partial")
     if abs(m2 - (m2a + m2b)) <= tol:
-        return ("you added the two M2 and forgot the between-chunk term delta²·n_a·n_b/n: the two chunks have "
-                "different means, and their spread around each other counts too.")
+        return tag("you added the two M2 and forgot the between-chunk term delta²·n_a·n_b/n: the two chunks have "
+                   "different means, and their spread around each other counts too.", "welford.no_between_term")
     if between > 0:
         factor = (m2 - m2a - m2b) / between
         named = [(1 / n_exp, "you divided the between-chunk term by n² instead of n."),
@@ -573,10 +639,41 @@ def _combine_cause(a, b, result, expected) -> str:
                  (0.5, "the between-chunk term is halved; it is delta²·n_a·n_b/n.")]
         for value, cause in named:
             if abs(factor - value) <= 1e-6 * value:
-                return cause
+                return tag(cause, "welford.between_term_scale")
         return (f"the between-chunk term is {factor:.4g} times delta²·n_a·n_b/n: M2 = M2_a + M2_b + "
                 "delta²·n_a·n_b/n.")
     return "M2 = M2_a + M2_b + delta²·n_a·n_b/n, with delta = mean_b − mean_a."
+
+
+def _combine_cause(a, b, result, expected) -> str:
+    (na, ma, m2a), (nb, mb, m2b) = a, b
+    n, m, m2 = result
+    n_exp, mean_exp, m2_exp = expected
+    if na == 0 or nb == 0:
+        return tag("merging with the empty partial (0, 0.0, 0.0) must return the other partial unchanged.",
+                   "welford.empty_partial")
+    if n != na + nb:
+        return tag(f"the count of the merged partial is n_a + n_b = {na + nb}, not {n}.", "welford.combine_count")
+    delta = mb - ma
+    between = m2_exp - m2a - m2b  # the exact M2 of both chunks, less the spread within each: the between term
+    tol_m = 1e-9 * (abs(delta) + 1e-300) + 8 * U * max(abs(ma), abs(mb))
+    tol = 1e-9 * m2_exp + 1e-6 * between + 8 * U * max(abs(ma), abs(mb)) * abs(delta) * max(na, nb) + 1e-300
+    if abs(m - mean_exp) > tol_m:
+        if abs(m - (ma + mb) / 2) <= tol_m:
+            cause = tag("you averaged the two means without weights: the merged mean is "
+                        "(n_a·mean_a + n_b·mean_b) / n, or mean_a + delta·n_b/n with delta = mean_b − mean_a.",
+                        "welford.unweighted_mean")
+        elif abs(m - (nb * ma + na * mb) / n_exp) <= tol_m:
+            cause = tag("the weights of the two means are swapped: mean_a + delta·n_b/n (the partial with more "
+                        "elements pulls the mean towards itself), not delta·n_a/n.", "welford.swapped_weights")
+        else:
+            return "the merged mean is mean_a + delta·n_b/n, with delta = mean_b − mean_a and n = n_a + n_b."
+        # a known mistake in M2 as well (it does not depend on the merged mean): name both
+        other = _m2_cause(na, nb, m2a, m2b, delta, between, m2, n_exp, m2_exp, tol) if abs(m2 - m2_exp) > tol else None
+        if ids_of(other):
+            return tag(f"2 mistakes together: (1) {cause} (2) M2 is wrong too: {other}", *ids_of(cause, other))
+        return cause
+    return _m2_cause(na, nb, m2a, m2b, delta, between, m2, n_exp, m2_exp, tol)
 
 
 def _compare_partial(result, expected, what, a=None, b=None, total=None):
@@ -594,7 +691,7 @@ def _compare_partial(result, expected, what, a=None, b=None, total=None):
     cause = _combine_cause(a, b, result, expected) if a is not None else (
         "a merge in the chain above went wrong; run check_welford_combine with two chunks for a diagnosis.")
     fail(f"{what} is wrong.\n  expected (exact): (count, mean, M2) = ({n_exp}, {mean_exp!r}, {m2_exp!r})\n"
-         f"  got:              ({n}, {m!r}, {m2!r})\nLikely cause: {cause}")
+         f"  got:              ({n}, {m!r}, {m2!r})\nLikely cause: {cause}", *ids_of(cause))
 
 
 def _merge(welford_combine, a, b, what):
@@ -602,10 +699,11 @@ def _merge(welford_combine, a, b, what):
         result = _quiet_call(welford_combine, a, b, what=what, rule="combine")
     except LearnerError as error:
         if error.error_type == "ZeroDivisionError" and (a[0] == 0 or b[0] == 0):
-            raise error.with_cause("with an empty partial (0, 0.0, 0.0) on either side, n_a·n_b/n or n_b/n can be "
-                                   "0/0. When one count is 0, return the other partial as it is.") from None
+            raise error.with_cause(tag("with an empty partial (0, 0.0, 0.0) on either side, n_a·n_b/n or n_b/n can "
+                                       "be 0/0. When one count is 0, return the other partial as it is.",
+                                       "welford.empty_partial")) from None
         raise
-    return _strict_partial(result, what)
+    return _strict_partial(result, what, a, b)
 
 
 @check
@@ -643,7 +741,8 @@ def check_welford_combine(welford_combine, welford_mean_var=None, sizes=(5, 1, 1
     n, m, m2 = _merge(welford_combine, EMPTY, EMPTY, what)
     if n != 0 or m2 != 0.0:
         fail(f"{what} returned ({n}, {m!r}, {m2!r}); merging two empty partials gives the empty partial "
-             f"{EMPTY}.\nLikely cause: when one count is 0, return the other partial as it is.")
+             f"{EMPTY}.\nLikely cause: when one count is 0, return the other partial as it is.",
+             "welford.empty_partial")
 
     # 3. a left-to-right fold, as one sequential pass over the chunks would do
     acc = EMPTY
@@ -664,7 +763,7 @@ def check_welford_combine(welford_combine, welford_mean_var=None, sizes=(5, 1, 1
     agree = ""
     if welford_mean_var is not None:
         m_pass, v_pass = _strict_pair(_quiet_call(welford_mean_var, x, what="welford_mean_var(x)"),
-                                      "welford_mean_var(x)")
+                                      "welford_mean_var(x)", x.size)
         folded = (acc[1], acc[2] / acc[0])
         tol_mean, tol_var = _tolerances(x, x.size, float(m2_all / n_all))
         if abs(folded[0] - m_pass) > 2 * tol_mean or abs(folded[1] - v_pass) > 2 * tol_var:

@@ -107,6 +107,29 @@ def ln_naive_variance(x, gamma, beta, eps=1e-5):
     return gamma * (x - mu) / np.sqrt(var + eps) + beta
 
 
+def ln_over_leading_axes(x, gamma, beta, eps=1e-5):
+    """BatchNorm's axes: for the worked example, a single token, that is no axis at all (every output 0)."""
+    axes = tuple(range(x.ndim - 1))
+    mu = x.mean(axis=axes, keepdims=True)
+    return gamma * (x - mu) / np.sqrt(x.var(axis=axes, keepdims=True) + eps) + beta
+
+
+def ln_zeros(x, gamma, beta, eps=1e-5):
+    return np.zeros_like(x)
+
+
+def ln_eps_fixed_small(x, gamma, beta, eps=1e-5):
+    return ln_keepdims(x, gamma, beta, eps=1e-6)
+
+
+def ln_torch_no_keepdim(x, gamma, beta, eps=1e-5):
+    import torch
+
+    t = torch.from_numpy(x)
+    return (torch.from_numpy(gamma) * (t - t.mean(dim=-1)) / torch.sqrt(t.var(dim=-1, unbiased=False) + eps)
+            + torch.from_numpy(beta)).numpy()
+
+
 CORRECT_LAYERNORMS = [ln_keepdims, ln_rows_fsum, ln_np_var_newaxis]
 WRONG_LAYERNORMS = {
     "unbiased variance": (ln_unbiased, "unbiased variance", {}),
@@ -129,6 +152,9 @@ WRONG_LAYERNORMS = {
     "divides by the variance": (ln_divide_by_variance, "divided by the variance", {}),
     "naive variance, large offset": (ln_naive_variance, "cancels catastrophically",
                                      {"shape": (4, 16), "offset": 1e4, "scale": 1e-2}),
+    "BatchNorm's axes, one token": (ln_over_leading_axes, "BatchNorm's axes", {}),
+    "eps hard-coded to 1e-6": (ln_eps_fixed_small, "you used eps = 1e-6 whatever eps was passed", {}),
+    "torch, no keepdim": (ln_torch_no_keepdim, "keepdims=True", {}),
 }
 
 
