@@ -4,7 +4,8 @@
   (fail closed), ``grader.nbgrader_steps.SaveDiagnoses`` writes them into the solution cell's
   automatic comment;
 - ``grader.report``: Wilson intervals against Newcombe (1998); a synthetic class of 1,000
-  learners (result files in the real format, ids taken from the catalogue) with planted
+  learners (result files in the real format; each planted mistake is a real wrong implementation
+  from tests/mutants/, its ids what the assignment's real test cells named) with planted
   prevalences, pairs, pass rates and attempt logs; privacy (no learner id, small groups
   suppressed); hostile inputs skipped and counted; the HTML in headless Chromium (slow);
   one end-to-end grading of a real submission with a known mistake (slow).
@@ -176,13 +177,22 @@ def test_a_comment_that_cannot_be_saved_costs_nothing(tmp_path):
 
 
 # ------------------------------------------------------------------ the synthetic class
-def planted_ids() -> list[str]:
-    """Five distinct ids: this notebook's own first, then common ones."""
-    own = [m.id for m in catalogue.for_notebook(ASSIGNMENT)]
-    common = [m.id for m in catalogue.all_misconceptions().values() if not m.notebook]
-    ids = list(dict.fromkeys(own + common))[:5]
-    assert len(ids) == 5, "the catalogue holds fewer than five misconceptions"
-    return ids
+PLANTED = ["rms.eps_outside_sqrt", "rms.keepdims_missing", "rms.mean_subtracted", "rms.dgamma_not_summed"]
+
+
+def planted_mistakes() -> list[tuple[str, str, list[str]]]:
+    """Four mistakes planted as real wrong implementations (tests/mutants/rmsnorm.py), each run
+    through the assignment's real test cells once: (planted id, the test it fails, the ids named)."""
+    from tests.diagnosis_harness import diagnose
+    from tests.mutants.rmsnorm import MUTANTS
+
+    found = []
+    for mistake in PLANTED:
+        item = next(m for m in MUTANTS if m.planted == {mistake})
+        outcome = diagnose(item.notebook, item.exercise, item.function, namespace=item.namespace)
+        assert not outcome.passed and mistake in outcome.ids, (mistake, outcome)
+        found.append((mistake, outcome.test, list(outcome.ids)))
+    return found
 
 
 _DIGESTS: dict = {}
@@ -246,13 +256,14 @@ def synthetic(tmp_path_factory):
     nb = release_notebook()
     nbformat.write(nb, root / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
     solutions, tests = cells_by_role(nb)
-    a, b, c, d, _ = planted_ids()
+    mistakes = planted_mistakes()
+    (a, test_a, ids_a), (b, test_b, ids_b), (c, test_c, ids_c), (d, test_d, ids_d) = mistakes
     order = [int(i) for i in np.random.default_rng(20240601).permutation(N)]
     has_a = order[:300]                         # 30 %
     has_b = has_a[200:290] + order[300:330]     # 12 %: 90 with a (lift 2.5), 30 without
     has_c = has_a[:18] + order[330:372]         # 6 %: 18 with a (lift 1.0)
     has_d = has_a[290:293]                      # 3 learners: "< 5"
-    no_id = order[372:422]                      # 50 more fail tests[1] with no diagnosis
+    no_id = order[372:422]                      # 50 more fail the last test with no diagnosis
     few = set(order[500:503])                   # 3 learners log exercise 1: "< 5"
     sets = {a: set(has_a), b: set(has_b), c: set(has_c), d: set(has_d)}
     students = [LEARNER.format(i) for i in range(N)]
@@ -260,15 +271,11 @@ def synthetic(tmp_path_factory):
     started = time.monotonic()
     for i, student in enumerate(students):
         failures: dict[str, list[str] | None] = {}
-        first = [mid for mid in (a, c) if i in sets[mid]]
-        if first:
-            failures[tests[0]] = first
-        if i in sets[b]:
-            failures[tests[1]] = [b]
-        elif i in no_id:
-            failures[tests[1]] = None
-        if i in sets[d]:
-            failures[tests[-1]] = [d]
+        for mistake, test, ids in mistakes:
+            if i in sets[mistake]:  # a learner with two mistakes: both diagnoses, on their tests
+                failures[test] = list(dict.fromkeys((failures.get(test) or []) + ids))
+        if i in no_id:
+            failures[tests[-1]] = None
         document = result_for(nb, student, failures)
         path = root / "build" / "grading" / ASSIGNMENT / "results" / student / f"{ASSIGNMENT}.json"
         if i % 50 == 0:
@@ -285,9 +292,13 @@ def synthetic(tmp_path_factory):
     made = build_report(root, ASSIGNMENT)
     seconds = time.monotonic() - started
     print(f"[report] built the report on {N} learners in {seconds:.1f} s")
+    failing = {test: set() for test in tests}
+    for mistake, test, _ in mistakes:
+        failing[test] |= sets[mistake]
+    failing[tests[-1]] |= set(no_id)
     expected = {"ids": [a, b, c, d], "prevalence": {a: 30.0, b: 12.0, c: 6.0}, "pairs": {(a, b): 2.5, (a, c): 1.0},
-                "pass": {tests[0]: 100 * (1 - len(sets[a] | sets[c]) / N), tests[1]: 100 * (1 - (120 + 50) / N),
-                         tests[-1]: 100 * (1 - 3 / N)}, "exercises": solutions}
+                "pass": {test: 100 * (1 - len(failing[test]) / N) for test in tests}, "exercises": solutions,
+                "named": {mistake: ids for mistake, _, ids in mistakes}}
     return {"root": root, "report": made, "seconds": seconds, "students": students, "expected": expected}
 
 
