@@ -19,10 +19,6 @@ from tests.diagnosis_harness import solution
 from tests.implementations import bn_vs_ln as impl
 from tests.mutants import Correct, mutant
 
-# torch's intra-op thread pool makes each tiny oracle call cost ~10 ms on a busy machine, against
-# ~10 us on one thread: thousands of calls score in seconds instead of minutes.
-torch.set_num_threads(1)
-
 NB = "01_bn_vs_ln"
 EXERCISE = {"ln": "layernorm", "bn": "batch_norm"}
 STYLES = ["numpy", "npvar", "loop", "torch", "einsum"]
