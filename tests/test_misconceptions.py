@@ -61,6 +61,15 @@ def test_diagnoses_are_precise_and_complete(module):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("module", MODULES)
+def test_every_catalogued_misconception_is_named_on_some_mutant(module):
+    _, _, result = measured(module)
+    ids = [m.id for m in for_notebook(NOTEBOOK[module])]
+    never = [i for i in ids if i not in _unreachable(module) and result.tp[i] == 0]
+    assert not never, f"catalogued, planted, but never named: {never}"
+
+
+@pytest.mark.slow
 def test_overall_precision_and_recall():
     totals = [measured(module)[2] for module in MODULES]
     tp = sum(sum(r.tp.values()) for r in totals)

@@ -1,4 +1,115 @@
-"""Misconceptions of the exercises of this notebook (see grader.catalogue)."""
-from grader.catalogue import entry  # noqa: F401 - used by the entries below
+"""Misconceptions of 05_placement (``residual_sublayer``), in the order its checks test them.
 
-MISCONCEPTIONS = []
+First what is built for each valid mode (read off the trace of F and norm), then how an invalid
+mode is rejected.
+"""
+from grader.catalogue import entry
+
+MISCONCEPTIONS = [
+    # ---------------------------------------------------------------- the valid modes
+    entry("place.valid_mode_rejected", "A valid mode rejected",
+          "Each of the three modes has its own branch, reached by comparing with the exact mode string.",
+          "Check the spelling of every mode string your function compares with, and that each mode has a branch.",
+          "Typos such as a misspelt output, or a branch left out before the final raise."),
+    entry("place.pre_post_swapped", "Pre-LN and post-LN swapped",
+          "Pre-LN normalises the sublayer's input and adds to the raw stream; post-LN normalises the sum after the "
+          "residual addition.",
+          "Write both formulas side by side: where does the norm sit relative to the residual addition in each?",
+          "The two names confused, or the branches of the if chain in the wrong order."),
+    entry("place.post_output_swapped", "Post-LN and output norm swapped",
+          "Post-LN normalises the whole sum, the stream included; the output norm normalises only what the sublayer "
+          "wrote, and the raw stream passes untouched.",
+          "Does the residual stream itself go through the norm in each of the two modes?",
+          "The OLMo 2 placement mistaken for post-LN, or the other way round."),
+    entry("place.pre_output_swapped", "Pre-LN and output norm swapped",
+          "Both keep the raw stream on the identity path, but pre-LN normalises what the sublayer reads, the output "
+          "norm what it writes.",
+          "Is the norm applied before the sublayer or after it in each of the two modes?",
+          "The norm put on the input side for the output placement, or the other way round."),
+    entry("place.norm_missing", "The norm never applied",
+          "Every placement normalises something: the sublayer's input, the sum, or the sublayer's output.",
+          "Where does the norm appear in the formula of this mode? Is it in your code?",
+          "A branch that forgot the norm altogether."),
+    entry("place.sublayer_missing", "The sublayer never applied",
+          "Every placement runs the sublayer once; the norm alone is not a residual block.",
+          "Where does the sublayer appear in the formula of this mode? Is it in your code?",
+          "A branch that normalises but never calls the sublayer."),
+    entry("place.residual_missing", "Residual not added",
+          "A residual block adds the sublayer's contribution to the stream: the identity path is what makes deep "
+          "stacks trainable.",
+          "Is the unchanged input added to what the sublayer produced?",
+          "Only the sublayer path returned."),
+    entry("place.pre_sublayer_on_raw", "Pre-LN sublayer reads the raw stream",
+          "In pre-LN the sublayer reads the normalised stream; only the residual carries the raw input.",
+          "Which array does the sublayer receive in pre-LN? You may have computed the normalised one and not used it.",
+          "Usually the normalised input computed into a variable that is then not passed on."),
+    entry("place.sublayer_on_normalised", "Sublayer reads the normalised stream",
+          "In post-LN and with the output norm the sublayer reads the raw stream; the norm comes after it.",
+          "In this mode, is the norm applied before or after the sublayer?",
+          "The pre-LN habit carried into the other two placements."),
+    entry("place.normalised_residual", "Normalised stream on the residual path",
+          "The identity path carries the un-normalised stream; only the sublayer's input (or its output) is "
+          "normalised.",
+          "Which array is added back? Overwriting the input with its normalised version changes the residual too.",
+          "Typically the input overwritten with its normalised version before the addition."),
+    entry("place.difference_not_sum", "A difference where a sum belongs",
+          "The sublayer's output is added to the stream.",
+          "Check the sign with which the sublayer's contribution enters the stream.",
+          "A minus sign, usually a slip."),
+    entry("place.post_norm_input", "Post-LN norm on the wrong array",
+          "Post-LN normalises the sum of the stream and the sublayer's output, after the addition.",
+          "What does the norm receive in your post-LN branch: the sum, or one of its parts?",
+          "The norm applied to one term only, before the addition."),
+    entry("place.output_norm_input", "Output norm on the wrong array",
+          "The output norm normalises exactly what the sublayer wrote, before it is added to the stream.",
+          "What does the norm receive in your output branch: the sublayer's output, or something else?",
+          "The norm applied to the input or to the sum instead of to the sublayer's output."),
+    entry("place.repeated_calls", "Sublayer or norm called more than once",
+          "One placement runs the sublayer once and the norm once: they are the expensive parts, and with dropout "
+          "two calls differ.",
+          "Count how many times your function calls the sublayer and the norm for one mode.",
+          "All three placements computed and one picked, or a stray call for a shape check or a print."),
+    # ---------------------------------------------------------------- invalid modes
+    entry("place.unhelpful_error", "Error message without the valid modes",
+          "An error for a bad argument says what was given and what is allowed, so the caller can fix the call.",
+          "Does your error message name the three valid modes?",
+          "A bare or vague error, or one that comes from a library call rather than the learner's own raise."),
+    entry("place.dict_key_error", "Dictionary lookup raises KeyError",
+          "A lookup table raises its own error for a missing key; a bad argument is reported as a value error.",
+          "Check that the mode is one of the keys before looking it up, and raise the right error yourself.",
+          "A table of placements indexed directly with the mode."),
+    entry("place.assert_validation", "assert used for validation",
+          "Arguments are validated with an explicit raise: an assertion raises the wrong error and vanishes when "
+          "Python runs optimised.",
+          "Replace the assertion with an explicit check that raises a value error.",
+          "Assertions are for internal invariants, not for the caller's arguments."),
+    entry("place.method_on_mode", "A string method called on the mode",
+          "The mode may be any object; it is compared with the three strings as it is, before anything else is "
+          "done with it.",
+          "What happens in your function when the mode is not a string at all, say None?",
+          "Lower-casing or stripping the mode before checking it; fails on None."),
+    entry("place.mode_used_unchecked", "The mode used before it is checked",
+          "An unknown mode is rejected first; an operation on it before that fails with an unrelated error.",
+          "Move the check of the mode before any use of it, and try your function with None.",
+          "Indexing, measuring or searching the mode before comparing it; a TypeError on None."),
+    entry("place.wrong_exception", "Another exception type raised",
+          "A bad value of an argument is reported with a value error.",
+          "Which exception type does your function raise for an unknown mode?",
+          "RuntimeError, TypeError, NotImplementedError or a bare Exception raised on purpose."),
+    entry("place.missing_raise", "Unknown mode falls off the end",
+          "A function that cannot honour its argument raises; falling off the end silently returns None.",
+          "What does your function do after the last branch when no mode matched?",
+          "An if chain with no final raise."),
+    entry("place.mode_normalised", "Mode lower-cased or stripped",
+          "Modes are exact strings; a caller who writes them otherwise has made a mistake to report, not to guess at.",
+          "Does your function accept a capitalised mode, or one with spaces? It should reject both.",
+          "Well meant leniency that hides typos in configuration files."),
+    entry("place.else_catches_all", "Final else takes every other mode",
+          "Each valid mode gets its own test; the last branch rejects what is left.",
+          "Does your final branch test for its own mode, or does it accept anything that reached it?",
+          "The third mode written as a bare else."),
+    entry("place.invalid_mode_accepted", "A result returned for an unknown mode",
+          "An unknown mode raises before anything is computed or returned.",
+          "What does your function return for a mode it does not know? It should return nothing and raise.",
+          "A fallback such as returning the input unchanged."),
+]

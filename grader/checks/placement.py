@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.compare import (
-    CheckFailed, LearnerError, call_learner, check, fail, is_shape_error, passed, preview, strict_array,
+    CheckFailed, LearnerError, call_learner, check, fail, ids_of, is_shape_error, passed, preview, strict_array, tag,
 )
 from grader.numerics import random_input, relative_error
 
@@ -143,41 +143,112 @@ def _trace_text(steps: list) -> str:
     return ", then ".join(f"{name} was called on {argument}" for name, argument in steps)
 
 
+def _terms(expression: str) -> list:
+    """The top-level terms of an expression named by ``_name``: "x + F(norm(x))" -> ["x", "F(norm(x))"]."""
+    terms, depth, start, k = [], 0, 0, 0
+    while k < len(expression):
+        char = expression[k]
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and expression[k:k + 3] in (" + ", " - "):
+            terms.append(expression[start:k])
+            start = k = k + 3
+            continue
+        k += 1
+    return terms + [expression[start:]]
+
+
+def _argument(term: str, name: str) -> str | None:
+    """The argument of ``term`` if it is one call ``name(...)``, else None."""
+    if not (term.startswith(name + "(") and term.endswith(")")):
+        return None
+    inner, depth = term[len(name) + 1:-1], 0
+    for char in inner:
+        depth += (char == "(") - (char == ")")
+        if depth < 0:
+            return None  # "norm(x) + F(x)" is two calls, not one
+    return inner
+
+
+SWAPPED = {frozenset(("pre", "post")): "place.pre_post_swapped",
+           frozenset(("post", "output")): "place.post_output_swapped",
+           frozenset(("pre", "output")): "place.pre_output_swapped"}
+CAUSES = {
+    "place.norm_missing": "norm was never called: every placement normalises something (the input, the sum, or "
+                          "F's output).",
+    "place.sublayer_missing": "F was never called: every placement runs the sublayer once.",
+    "place.pre_sublayer_on_raw": "F was called on x, not on norm(x). In pre-LN the sublayer reads the normalised "
+                                 "stream; only the residual carries the raw x.",
+    "place.normalised_residual": "the residual you added is norm(x), not x. The identity path carries the "
+                                 "un-normalised stream; only the sublayer's input is normalised.",
+    "place.difference_not_sum": "a difference where a sum belongs: the sublayer's output is added to the stream.",
+}
+
+
 def _cause(mode: str, got: str, steps: list, log: _Log) -> str:
-    """Name the likely mistake from the expression the learner built and the call trace."""
-    want = EXPECTED[mode]
+    """Name the likely mistakes from the expression the learner built and the call trace.
+
+    The first cause found leads; every other mistake the expression shows follows it ("Also, ..."),
+    and the diagnosis carries the ids of them all.
+    """
     f_args = [argument for name, argument in steps if name == "F"]
     norm_args = [argument for name, argument in steps if name == "norm"]
     for other in MODES:
         if other != mode and got == EXPECTED[other]:
-            return (f"that is {ORDER_NAMES[other]}, the formula of mode='{other}'. The branches of your function "
-                    "handle the wrong modes: check which formula sits under which `if mode == ...`.")
-    if not log.count("norm"):
-        return "norm was never called: every placement normalises something (the input, the sum, or F's output)."
-    if not log.count("F"):
-        return "F was never called: every placement runs the sublayer once."
-    if got == want.removeprefix("x + ") or (mode == "post" and got == "norm(F(x))"):
-        return ("the residual x was not added. The identity path is the point of a residual block: whatever F "
-                "contributes is added to x" + (", before the norm." if mode == "post" else "."))
-    if mode == "pre" and "x" in f_args and "norm(x)" not in f_args:
-        return ("F was called on x, not on norm(x). In pre-LN the sublayer reads the normalised stream; only the "
-                "residual carries the raw x.")
+            return tag(f"that is {ORDER_NAMES[other]}, the formula of mode='{other}'. The branches of your function "
+                       "handle the wrong modes: check which formula sits under which `if mode == ...`.",
+                       SWAPPED[frozenset((mode, other))])
+    found = []  # mistake ids, in the order their diagnoses are given
+    no_norm, no_f = not log.count("norm"), not log.count("F")
+    if no_norm:
+        found.append("place.norm_missing")
+    if no_f:
+        found.append("place.sublayer_missing")
+    terms, norm_placed = [], True
+    if got != "?":
+        # what should read "x + F(...)" (post-LN: inside the outer norm) and whether the norm sits where it belongs
+        inner = _argument(got, "norm") if mode == "post" else None
+        body = inner if inner is not None else got
+        terms = _terms(body)
+        if mode == "post":
+            norm_placed = inner is not None
+        elif mode == "output":
+            norm_placed = any((_argument(t, "norm") or "").startswith("F(") for t in terms)
+        if norm_placed or no_norm:
+            if "x" not in terms and "norm(x)" not in terms:
+                found.append("place.residual_missing")
+    if mode == "pre" and not no_norm and "x" in f_args and "norm(x)" not in f_args:
+        found.append("place.pre_sublayer_on_raw")
     if mode in ("post", "output") and "x" not in f_args and "norm(x)" in f_args:
-        return (f"F was called on norm(x), but in mode='{mode}' the sublayer reads the raw stream x; the norm comes "
-                "after F.")
-    if got.startswith("norm(x) + "):
-        return ("the residual you added is norm(x), not x. The identity path carries the un-normalised stream; only "
-                "the sublayer's input is normalised.")
+        found.append("place.sublayer_on_normalised")
+    if (norm_placed or mode == "pre") and "norm(x)" in terms and "x" not in terms:
+        found.append("place.normalised_residual")
     if " - " in got:
-        return "a difference where a sum belongs: the sublayer's output is added to the stream."
-    if mode == "post" and norm_args and norm_args[-1] != "x + F(x)":
-        return f"post-LN normalises the sum x + F(x), but norm was called on {norm_args[-1]}."
-    if mode == "output" and norm_args and norm_args[-1] != "F(x)":
-        return f"the output norm normalises what F wrote, F(x), but norm was called on {norm_args[-1]}."
-    if got == "?":
-        return ("the result is not x, F(...), norm(...) or a sum of two of them: something else was changed "
-                "(a reshape that reorders values, an extra factor, a different axis).")
-    return "compare your expression with the formula term by term."
+        found.append("place.difference_not_sum")
+    if not found and norm_args:
+        if mode == "post" and (not norm_placed or (got == "?" and norm_args[-1] != "x + F(x)")):
+            found.append("place.post_norm_input")
+        if mode == "output" and (not norm_placed or (got == "?" and norm_args[-1] != "F(x)")):
+            found.append("place.output_norm_input")
+    if not found:
+        if got == "?":
+            return ("the result is not x, F(...), norm(...) or a sum of two of them: something else was changed "
+                    "(a reshape that reorders values, an extra factor, a different axis).")
+        return "compare your expression with the formula term by term."
+    texts = []
+    for mistake in found:
+        if mistake == "place.residual_missing":
+            texts.append("the residual x was not added. The identity path is the point of a residual block: whatever "
+                         "F contributes is added to x" + (", before the norm." if mode == "post" else "."))
+        elif mistake == "place.sublayer_on_normalised":
+            texts.append(f"F was called on norm(x), but in mode='{mode}' the sublayer reads the raw stream x; the norm "
+                         "comes after F.")
+        elif mistake == "place.post_norm_input":
+            texts.append(f"post-LN normalises the sum x + F(x), but norm was called on {norm_args[-1]}.")
+        elif mistake == "place.output_norm_input":
+            texts.append(f"the output norm normalises what F wrote, F(x), but norm was called on {norm_args[-1]}.")
+        else:
+            texts.append(CAUSES[mistake])
+    return tag(" Also, ".join(texts), *found)
 
 
 # ---------------------------------------------------------------- public helpers
@@ -198,6 +269,13 @@ def describe_composition(residual_sublayer, mode: str, shape=(2, 4), pair: str =
     return got
 
 
+def _about_the_mode(message: str, mode) -> bool:
+    """Whether a ValueError's message is about the mode (names it, the word mode, or a valid mode), or is empty."""
+    text = message.strip().lower()
+    return (not text or "mode" in text or any(m in text for m in MODES)
+            or (isinstance(mode, str) and bool(mode) and mode.lower() in text))
+
+
 def _call(residual_sublayer, x, F, norm, mode, what):
     try:
         return call_learner(residual_sublayer, x, F, norm, mode, what=what, shape_rule=SHAPE_RULE)
@@ -207,8 +285,8 @@ def _call(residual_sublayer, x, F, norm, mode, what):
         if "in place" in str(failure):
             fail(f"{what} changed the caller's x in place (x += ..., x[...] = ..., or np.add(x, ..., out=x)).\n"
                  "The caller's residual stream must survive the call: the next sublayer, and the backward pass, "
-                 "still need it. Build a new array: h = x + F(x), then return norm(h).")
-        raise
+                 "still need it. Build a new array: h = x + F(x), then return norm(h).", "common.modified_input")
+        raise  # e.g. a check's own verdict raised inside F or norm: its ids travel with it
 
 
 @check
@@ -230,39 +308,89 @@ def check_residual_sublayer(residual_sublayer, modes=MODES, shapes=VISIBLE_SHAPE
                 is_value_error = isinstance(error.error, ValueError) or error.error_type == "ValueError"
                 if not is_value_error or is_shape_error(error.error_type, error.error_message):
                     raise
-                raise error.with_cause(
+                if not _about_the_mode(error.error_message, mode):
+                    raise  # a ValueError of some other computation: the general diagnosis fits better
+                raise error.with_cause(tag(
                     f"{mode!r} is one of the three valid modes {MODES}: a typo in a string you compare the mode "
                     f"with, or a branch for {mode!r} that is missing. See it: residual_sublayer(x, F, norm, "
-                    f"{mode!r}).") from None
+                    f"{mode!r}).", "place.valid_mode_rejected")) from None
             y = strict_array(y, what, shape)
             got, steps = _describe(y, x, log)
             if got != EXPECTED[mode]:
+                cause = _cause(mode, got, steps, log)
                 fail(f"{what} is wrong.\n"
                      f"  mode={mode!r} means {EXPECTED[mode]}\n"
                      f"  you returned      {got if got != '?' else 'something else: ' + preview(y)}\n"
                      f"  (the trace: {_trace_text(steps)})\n"
-                     f"Likely cause: {_cause(mode, got, steps, log)}\n"
-                     f"See it: print(describe_composition(residual_sublayer, {mode!r})).")
+                     f"Likely cause: {cause}\n"
+                     f"See it: print(describe_composition(residual_sublayer, {mode!r})).", *ids_of(cause))
             for name in ("F", "norm"):
                 if log.count(name) > 1:
                     fail(f"{what} returned {got}, which is right, but called {name} {log.count(name)} times "
                          f"(the trace: {_trace_text(steps)}).\n"
                          f"Likely cause: you compute more than one placement, or the same term twice, and then pick "
                          f"one. Call {name} exactly once: a sublayer is the expensive part of a block, and with "
-                         "dropout two calls do not even agree. Compute only the formula the mode asks for.")
+                         "dropout two calls do not even agree. Compute only the formula the mode asks for.",
+                         "place.repeated_calls")
     shown = ", ".join(f"{m}: {EXPECTED[m]}" for m in modes)
     passed(f"residual_sublayer builds {shown}  ({len(shapes)} shapes, test functions '{pair}')")
+
+
+def _returns_like(residual_sublayer, mode, d: int, seed: int):
+    """The valid mode whose formula ``residual_sublayer`` computes for ``mode``, or None (raised, or anything else)."""
+    x = random_input((2, d), seed=seed + 1)
+    F, norm, log = _recorders("mlp", d, seed + 1)
+    try:
+        result = call_learner(residual_sublayer, x, F, norm, mode, what="probe")
+        got, _ = _describe(np.asarray(result, dtype=np.float64), x, log)
+    except (CheckFailed, NotImplementedError, TypeError, ValueError):
+        return None
+    return next((m for m in MODES if got == EXPECTED[m]), None)
+
+
+def _implemented(residual_sublayer, d: int, seed: int) -> bool:
+    """Whether a valid mode runs (so that a NotImplementedError for an invalid one is the learner's answer)."""
+    x = random_input((2, d), seed=seed)
+    F, norm, _ = _recorders("mlp", d, seed)
+    try:
+        call_learner(residual_sublayer, x, F, norm, "pre", what="probe")
+    except (CheckFailed, NotImplementedError):
+        return False
+    return True
+
+
+WRONG_EXCEPTIONS = {  # kind -> (the usual way it arises, its id), when it is not raised on purpose
+    "KeyError": ("a dictionary lookup table[mode] raises KeyError for a missing key; test "
+                 "`if mode not in table:` first and raise ValueError yourself.", "place.dict_key_error"),
+    "AssertionError": ("`assert` raises AssertionError, and disappears altogether under `python -O`; use "
+                       "`raise ValueError(...)` for bad arguments.", "place.assert_validation"),
+    "AttributeError": ("a method was called on the mode ({mode!r} has no such method, e.g. None.lower()); compare the "
+                       "mode with the three strings as it is.", "place.method_on_mode"),
+    "TypeError": ("an operation on the mode failed before your check ran; compare the mode with the three strings "
+                  "first, before using it.", "place.mode_used_unchecked"),
+}
+ON_PURPOSE = "any mode other than the three must raise ValueError explicitly."
 
 
 @check
 def check_residual_sublayer_rejects(residual_sublayer, invalid_modes=VISIBLE_INVALID, d: int = 5, seed: int = 0):
     """Every mode other than "pre", "post", "output" must raise ValueError naming the valid modes."""
+    from grader.compare import _learner_line
+
     x = random_input((2, d), seed=seed)
     for mode in invalid_modes:
         F, norm, log = _recorders("mlp", d, seed)
         what = f"residual_sublayer(x, F, norm, mode={mode!r})"
         try:
             result = _call(residual_sublayer, x, F, norm, mode, what)
+        except NotImplementedError as raised:
+            # the unwritten exercise, unless the valid modes work: then it is the learner's answer to a bad mode
+            if not _implemented(residual_sublayer, d, seed):
+                raise
+            where = _learner_line(raised, residual_sublayer)
+            line = f"\n  in your code, {where}" if where else ""
+            fail(f"{what} raised NotImplementedError({str(raised)!r}), expected ValueError.{line}\n"
+                 f"Likely cause: {ON_PURPOSE}", "place.wrong_exception")
         except LearnerError as raised:
             kind, message = raised.error_type, raised.error_message
             if isinstance(raised.error, ValueError) or kind == "ValueError":
@@ -271,41 +399,42 @@ def check_residual_sublayer_rejects(residual_sublayer, invalid_modes=VISIBLE_INV
                     fail(f"{what} raised ValueError({message!r}): right exception, unhelpful message.\n"
                          f"The message does not mention {', '.join(repr(m) for m in missing)}. Name the mode you got "
                          "and the valid ones, e.g. ValueError(f\"mode must be 'pre', 'post' or 'output', got "
-                         "{mode!r}\"), so whoever called it can fix the call.")
+                         "{mode!r}\"), so whoever called it can fix the call.", "place.unhelpful_error")
                 continue
-            # the learner raised the wrong kind of exception
-            hints = {
-                "KeyError": "a dictionary lookup table[mode] raises KeyError for a missing key; test "
-                            "`if mode not in table:` first and raise ValueError yourself.",
-                "AssertionError": "`assert` raises AssertionError, and disappears altogether under `python -O`; "
-                                  "use `raise ValueError(...)` for bad arguments.",
-                "AttributeError": f"a method was called on the mode ({mode!r} has no such method, e.g. None.lower()); "
-                                  "compare the mode with the three strings as it is.",
-                "TypeError": "an operation on the mode failed before your check ran; compare the mode with the "
-                             "three strings first, before using it.",
-            }
+            # the learner raised the wrong kind of exception: by a `raise` of their own, or as a side effect
             where = str(raised).split("  in your code, ", 1)
-            line = ("\n  in your code, " + where[1].split("\n", 1)[0]) if len(where) > 1 else ""
+            source = where[1].split("\n", 1)[0] if len(where) > 1 else ""
+            line = ("\n  in your code, " + source) if source else ""
+            on_purpose = source.split(": ", 1)[-1].lstrip().startswith("raise ")
+            hint, mistake = (ON_PURPOSE, "place.wrong_exception") if on_purpose else WRONG_EXCEPTIONS.get(
+                kind, (ON_PURPOSE, "place.wrong_exception"))
             fail(f"{what} raised {kind}({message!r}), expected ValueError.{line}\n"
-                 f"Likely cause: {hints.get(kind, 'any mode other than the three must raise ValueError explicitly.')}")
+                 f"Likely cause: {hint.replace('{mode!r}', repr(mode))}", mistake)
         # No exception at all: say what the function did with the unknown mode.
         if result is None:
             fail(f"{what} returned None instead of raising ValueError.\n"
                  "Likely cause: your if/elif chain has no final `else: raise ValueError(...)`, so an unknown mode "
-                 "falls off the end of the function.")
+                 "falls off the end of the function.", "place.missing_raise")
         try:
             got, _ = _describe(np.asarray(result, dtype=np.float64), x, log)
         except (TypeError, ValueError):
             got = "?"
         like = next((m for m in MODES if got == EXPECTED[m]), None)
-        if like is not None and isinstance(mode, str) and mode.strip().lower() == like:
-            cause = (f"{mode!r} was treated as {like!r}: you lower-cased or stripped the mode. Modes are exact "
-                     f"strings; a caller who writes {mode!r} has made a mistake you should report, not guess at.")
+        # A mode that normalises to a valid one may still reach an `else:`: ask once more with a mode that does not.
+        normalised = like is not None and isinstance(mode, str) and mode.strip().lower() == like
+        if normalised and _returns_like(residual_sublayer, "no such mode", d, seed) == like:
+            normalised = False
+        if normalised:
+            cause = tag(f"{mode!r} was treated as {like!r}: you lower-cased or stripped the mode. Modes are exact "
+                        f"strings; a caller who writes {mode!r} has made a mistake you should report, not guess at.",
+                        "place.mode_normalised")
         elif like is not None:
-            cause = (f"{mode!r} was treated like {like!r} (you returned {got}): an `else:` branch catches every "
-                     f"other mode. Give {like!r} its own `elif mode == {like!r}:` and raise ValueError in the else.")
+            cause = tag(f"{mode!r} was treated like {like!r} (you returned {got}): an `else:` branch catches every "
+                        f"other mode. Give {like!r} its own `elif mode == {like!r}:` and raise ValueError in the "
+                        "else.", "place.else_catches_all")
         else:
-            cause = "any mode other than 'pre', 'post' and 'output' must raise ValueError before anything is returned."
-        fail(f"{what} returned a result instead of raising ValueError.\nLikely cause: {cause}")
+            cause = tag("any mode other than 'pre', 'post' and 'output' must raise ValueError before anything is "
+                        "returned.", "place.invalid_mode_accepted")
+        fail(f"{what} returned a result instead of raising ValueError.\nLikely cause: {cause}", *ids_of(cause))
     passed(f"residual_sublayer raises a helpful ValueError for {len(invalid_modes)} invalid modes: "
            + ", ".join(repr(m) for m in invalid_modes))
