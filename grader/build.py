@@ -2,7 +2,8 @@
 
 source/NN_x/NN_x.py  --jupytext-->  source/NN_x/NN_x.ipynb   (git-ignored, nbgrader's input)
                      --nbgrader-->  release/NN_x/NN_x.ipynb  (student version)
-release + Colab cell           -->  notebooks/NN_x.ipynb     (self-study edition)
+release + Colab cell           -->  notebooks/NN_x.ipynb     (self-study edition; a hidden cell
+                                                             holds the solution sketches of hint())
 source - hidden tests - markers --> solutions/NN_x.ipynb     (solved, for instructors)
 
 Everything is deterministic: cell ids come from ``grade_id`` or the cell's position, and
@@ -15,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 try:
@@ -29,6 +31,7 @@ ASSIGNMENTS = ("01_bn_vs_ln", "02_geometry", "03_backward", "04_rmsnorm", "05_pl
 
 HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
 SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.M)
+SOLUTION_REGION = re.compile(r"^[ \t]*### BEGIN SOLUTION[^\n]*\n(.*?)^[ \t]*### END SOLUTION", re.S | re.M)
 # Environment variable the Colab-like tests use to install from a local checkout.
 PACKAGE_SPEC_VARIABLE = "LNCOURSE_PACKAGE_SPEC"
 
@@ -87,10 +90,38 @@ if "google.colab" in sys.modules or os.environ.get("{PACKAGE_SPEC_VARIABLE}"):
     ]
 
 
-def self_study_edition(release_nb: nbformat.NotebookNode, root: Path, assignment: str):
-    """The release notebook with the Colab badge and set-up cell in front."""
+def solution_regions(source_nb: nbformat.NotebookNode) -> dict[str, str]:
+    """grade_id -> the text between ``### BEGIN SOLUTION`` and ``### END SOLUTION``, dedented."""
+    regions = {}
+    for cell in source_nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("solution"):
+            found = SOLUTION_REGION.findall(cell.source)
+            if found:
+                regions[meta["grade_id"]] = "\n".join(textwrap.dedent(region).rstrip("\n") for region in found) + "\n"
+    return regions
+
+
+def sketch_cell(source_nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The self-study edition's hidden cell: each solution, compressed, registered for hint()'s last step."""
+    from grader.learner import encode_solution
+
+    entries = "".join(f'    "{name}": "{encode_solution(text)}",\n' for name, text in solution_regions(source_nb).items())
+    source = (
+        "# @title Solution sketches for hint() (hidden: opening this cell spoils the exercises)\n"
+        "# Self-study edition only. hint(\"name\") shows one as its last step, after you have tried.\n"
+        "from grader.learner import register_solutions\n\n"
+        f"register_solutions({{\n{entries}}})"
+    )
+    return nbformat.v4.new_code_cell(source, id="solution-sketches",
+                                     metadata={"cellView": "form", "jupyter": {"source_hidden": True}})
+
+
+def self_study_edition(release_nb: nbformat.NotebookNode, root: Path, assignment: str,
+                       source_nb: nbformat.NotebookNode | None = None):
+    """The release notebook with the Colab badge, the set-up cell and (from the source) the sketches in front."""
     nb = copy.deepcopy(release_nb)
-    nb.cells = colab_cells(root, assignment) + nb.cells
+    nb.cells = colab_cells(root, assignment) + ([sketch_cell(source_nb)] if source_nb is not None else []) + nb.cells
     return nb
 
 
@@ -144,6 +175,7 @@ def build(root: Path | None = None, assignments: list[str] | None = None) -> lis
         release_path = root / "release" / assignment / f"{assignment}.ipynb"
         release_nb = nbformat.read(release_path, as_version=4)
         write_notebook(release_nb, release_path)  # normalise nbgrader's formatting
-        write_notebook(self_study_edition(release_nb, root, assignment), root / "notebooks" / f"{assignment}.ipynb")
+        write_notebook(self_study_edition(release_nb, root, assignment, source_nb),
+                       root / "notebooks" / f"{assignment}.ipynb")
         write_notebook(solution_edition(source_nb), root / "solutions" / f"{assignment}.ipynb")
     return built

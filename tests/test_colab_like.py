@@ -209,3 +209,38 @@ def test_self_study_notebook_runs_in_colab_like_kernel(colab, assignment, tmp_pa
         if model["model_module"].startswith("@jupyter-widgets/"):
             assert model["model_module_version"].startswith("1."), (
                 f"{model['model_name']} speaks {model['model_module_version']}: not an ipywidgets 7 widget")
+
+
+LEARNER_LOOP_CELL = '''
+import numpy as np
+from grader.checks.rmsnorm import check_rms_norm
+from grader.learner import hint, progress
+
+def rms_norm(x, gamma, eps=1e-6):
+    return gamma * x / (np.sqrt(np.mean(x * x, axis=-1, keepdims=True)) + eps)
+'''
+
+
+def test_a_failing_check_shows_its_diagnosis_and_hints_in_the_colab_kernel(colab, tmp_path):
+    """IPython 7's traceback hook shows the diagnosis alone; the hint ladder and progress() work there."""
+    from grader.catalogue import get
+
+    setup = nbformat.read(ROOT / "notebooks" / "04_rmsnorm.ipynb", as_version=4).cells[1]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [setup, nbformat.v4.new_code_cell(LEARNER_LOOP_CELL), nbformat.v4.new_code_cell("check_rms_norm(rms_norm)"),
+                nbformat.v4.new_code_cell('hint("rms_norm")\nhint("rms_norm")'),
+                nbformat.v4.new_code_cell('progress("04_rmsnorm")')]
+    for cell in nb.cells[2:]:
+        cell.metadata["tags"] = ["raises-exception"]  # nbclient goes on past an expected error
+    run_in_colab_kernel(colab, nb, tmp_path)
+    errors = [o for o in nb.cells[2].outputs if o.output_type == "error"]
+    assert len(errors) == 1, nb.cells[2].outputs
+    traceback = "\n".join(errors[0].traceback)
+    assert "CheckFailed in check_rms_norm" in traceback and "eps is outside the square root" in traceback, traceback
+    assert "site-packages/grader" not in traceback and "File " not in traceback, traceback
+    texts = ["".join(o.get("text", "")) + "".join(str(v) for v in o.get("data", {}).values())
+             for c in nb.cells[3:] for o in c.outputs]
+    shown = "\n".join(texts)
+    assert get("rms.eps_outside_sqrt").hint in shown, shown
+    assert "✘" in shown and get("rms.eps_outside_sqrt").name in shown, shown
+    assert not [o for c in nb.cells[3:] for o in c.outputs if o.output_type == "error"], shown

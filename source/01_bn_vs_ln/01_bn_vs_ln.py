@@ -43,6 +43,7 @@ import numpy as np
 
 from grader.checks.bn_vs_ln import check_batch_norm, check_layernorm, check_leaks_future
 from grader.compare import check_signature
+from grader.learner import hint, progress
 from normlab.axes import (
     axis_picture,
     change_map_figure,
@@ -122,6 +123,10 @@ for kind, name in [("batch", "BatchNorm"), ("layer", "LayerNorm")]:
 #
 # *Hint:* reduce with `axis=-1, keepdims=True`, so the statistics have shape `(..., 1)` and
 # broadcast against `x`.
+#
+# **Stuck?** Run `hint("layernorm")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code). `progress()`
+# shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "layernorm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def layernorm(x, gamma, beta, eps=1e-5):
@@ -174,6 +179,9 @@ check_layernorm(layernorm, shape=(2, 12), seed=19, gamma=np.linspace(-2.0, 3.0, 
 # root. Return an array shaped like `x`, without modifying `x`.
 #
 # *Hint:* `tuple(range(x.ndim - 1))` lists the axes to reduce over.
+#
+# **Stuck?** Run `hint("batch_norm")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code).
 
 # %% nbgrader={"grade": false, "grade_id": "batch_norm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def batch_norm(x, gamma, beta, eps=1e-5):
@@ -345,6 +353,9 @@ for T_seq in (2, 8):
 # earlier position, including $t$ itself. Compare exactly (`np.array_equal`): a causal function
 # leaves earlier outputs bit-for-bit unchanged, and a tolerance can hide a small leak. When
 # `t = T - 1` there is no future, so the answer is `False`.
+#
+# **Stuck?** Run `hint("leaks_future")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code).
 
 # %% nbgrader={"grade": false, "grade_id": "leaks_future", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def leaks_future(norm, x, t):
@@ -731,6 +742,15 @@ print(f"the LayerNorm's share of the pair: {ln_params / (ln_params + linear_para
 # GroupNorm (Wu & He, 2018) removes the batch dependence by averaging over groups of channels and
 # spatial positions of each example.
 # </details>
+
+# %% [markdown]
+# ## Your progress
+#
+# The table reads the checks you have run in this notebook (it runs none itself): ✔ every check of an
+# exercise passed at its last run, ✘ one failed, – not run yet. Run it again whenever you like.
+
+# %%
+progress()
 
 # %% [markdown]
 # ## What to remember

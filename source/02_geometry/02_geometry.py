@@ -42,6 +42,7 @@ from IPython.display import display
 
 from grader.checks.geometry import check_centering_matrix, check_invariance_gap
 from grader.compare import check_signature
+from grader.learner import hint, progress
 from normlab.geometry import BarDragWidget, sphere_points_3d, sphere_view_3d, static_geometry_figure
 
 np.set_printoptions(precision=4, suppress=True)
@@ -115,6 +116,10 @@ for eps in (0.0, 1e-5):
 # *Hint:* `np.eye(d)` and `np.ones((d, d))`. Careful: for two 1-D arrays, `np.ones(d) @ np.ones(d)`
 # is their inner product, the number $d$; the outer product $\mathbf 1\mathbf 1^\top$ is
 # `np.outer(np.ones(d), np.ones(d))`.
+#
+# **Stuck?** Run `hint("centering_matrix")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code). `progress()`
+# shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "centering_matrix", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def centering_matrix(d):
@@ -303,6 +308,9 @@ print(f"radii of LN(x): from {radii.min():.6f} to {radii.max():.6f}   (sqrt(3) =
 # modify `x` in place (`x *= a` would change the caller's array, and `norm(x)` would then see
 # the moved token). The check hands your function LayerNorm and RMSNorm from PyTorch, and a probe
 # that returns its input unchanged; it compares your numbers with the same gap computed in torch.
+#
+# **Stuck?** Run `hint("invariance_gap")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code).
 
 # %% nbgrader={"grade": false, "grade_id": "invariance_gap", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def invariance_gap(norm, x, a, c):
@@ -633,6 +641,15 @@ plt.show()
 # does not restrict the functions the layer can compute; it keeps the norm, and so the effective
 # learning rate, from drifting (van Laarhoven, 2017).
 # </details>
+
+# %% [markdown]
+# ## Your progress
+#
+# The table reads the checks you have run in this notebook (it runs none itself): ✔ every check of an
+# exercise passed at its last run, ✘ one failed, – not run yet. Run it again whenever you like.
+
+# %%
+progress()
 
 # %% [markdown]
 # ## What to remember

@@ -45,6 +45,7 @@ from grader.checks.backward import (
     check_vjp_memory,
 )
 from grader.compare import check_signature
+from grader.learner import hint, progress
 
 np.set_printoptions(precision=4, suppress=True)
 
@@ -153,6 +154,10 @@ print("d(s)/dx:       finite differences", np.array(numeric_ds), " formula x_hat
 # that exercise. Comparing with them in other cells is fine.
 #
 # *Hint:* `np.eye(d)`, `np.ones((d, d)) / d` and `np.outer(a, b)` build the three terms.
+#
+# **Stuck?** Run `hint("layer_norm_jacobian")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code). `progress()`
+# shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_jacobian", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def layer_norm_jacobian(x, eps=1e-5):
@@ -210,6 +215,9 @@ for d_hidden, seed_hidden in [(3, 11), (10, 12), (31, 13)]:
 # Write `layer_norm_vjp(x, g, eps=1e-5)` returning $\mathbf J^\top\mathbf g$ for one token,
 # `x` and `g` of shape `(d,)`, **without** building a `(d, d)` array. The hidden tests run it at
 # $d=4096$ and measure its peak memory.
+#
+# **Stuck?** Run `hint("layer_norm_vjp")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code).
 
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_vjp", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def layer_norm_vjp(x, g, eps=1e-5):
@@ -261,6 +269,9 @@ check_vjp_memory(layer_norm_vjp, d=4096)
 #
 # *Hint:* reduce over the features with `axis=-1, keepdims=True`; sum the parameter gradients
 # over `axis=tuple(range(x.ndim - 1))`.
+#
+# **Stuck?** Run `hint("layer_norm_backward")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code).
 
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def layer_norm_backward(dy, x, gamma, eps=1e-5):
@@ -428,6 +439,15 @@ print("max |J - autograd J|    =", f"{np.max(np.abs(layer_norm_jacobian(one_toke
 # times smaller. In a pre-LN Transformer the stream grows with depth, which is why its gradients
 # shrink like $1/\sqrt L$ (notebook 05).
 # </details>
+
+# %% [markdown]
+# ## Your progress
+#
+# The table reads the checks you have run in this notebook (it runs none itself): ✔ every check of an
+# exercise passed at its last run, ✘ one failed, – not run yet. Run it again whenever you like.
+
+# %%
+progress()
 
 # %% [markdown]
 # ## What to remember

@@ -43,6 +43,7 @@ import torch
 
 from grader.checks.rmsnorm import check_rms_norm, check_rms_norm_backward
 from grader.compare import check_signature
+from grader.learner import hint, progress
 
 np.set_printoptions(precision=4, suppress=True)
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader: demo cells then do the least work
@@ -93,6 +94,10 @@ print("LayerNorm x_hat =", x_hat_ln, f"  sum = {x_hat_ln.sum():.1e}  sum of squa
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
 # `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
 # that exercise. Comparing with them in other cells is fine.
+#
+# **Stuck?** Run `hint("rms_norm")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code). `progress()`
+# shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "rms_norm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def rms_norm(x, gamma, eps=1e-6):
@@ -257,6 +262,9 @@ print("dr/dx: finite differences", np.array(numeric_dr), "   formula x_hat / d",
 # *Hint:* recompute $r$ and $\hat{\mathbf x}$ as in the forward pass; reduce over the features with
 # `axis=-1, keepdims=True`; sum `dgamma` over `axis=tuple(range(x.ndim - 1))`. The check also
 # compares your backward with central differences of **your** `rms_norm`.
+#
+# **Stuck?** Run `hint("rms_norm_backward")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code).
 
 # %% nbgrader={"grade": false, "grade_id": "rms_norm_backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def rms_norm_backward(dy, x, gamma, eps=1e-6):
@@ -658,6 +666,15 @@ print(f"a LayerNorm is {100 * n_ln / n_linear:.3f} % of that Linear, an RMSNorm 
 # while an RMSNorm written as separate tensor operations makes several passes, so the "slower" norm can
 # win. Compare like with like (both fused, or both unfused) and report bandwidth, not only time.
 # </details>
+
+# %% [markdown]
+# ## Your progress
+#
+# The table reads the checks you have run in this notebook (it runs none itself): ✔ every check of an
+# exercise passed at its last run, ✘ one failed, – not run yet. Run it again whenever you like.
+
+# %%
+progress()
 
 # %% [markdown]
 # ## What to remember

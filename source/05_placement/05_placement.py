@@ -46,6 +46,7 @@ from grader.checks.placement import (
     describe_composition,
 )
 from grader.compare import check_signature
+from grader.learner import hint, progress
 
 np.set_printoptions(precision=3, suppress=True)
 # nbgrader sets NBGRADER_EXECUTION while it grades: the experiments then run their quick versions.
@@ -103,6 +104,10 @@ QUICK = bool(os.environ.get("NBGRADER_EXECUTION"))
 # `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
 # that exercise. The `F` and `norm` you are given are yours to call, and comparing with the library in
 # other cells is fine.
+#
+# **Stuck?** Run `hint("residual_sublayer")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code). `progress()`
+# shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "residual_sublayer", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def residual_sublayer(x, F, norm, mode):
@@ -637,6 +642,15 @@ for norm_first, mode in [(False, "post"), (True, "pre")]:
 # faster training at large scale, with a small quality loss at 8B parameters and none at 62B
 # (Chowdhery et al., 2022).
 # </details>
+
+# %% [markdown]
+# ## Your progress
+#
+# The table reads the checks you have run in this notebook (it runs none itself): ✔ every check of an
+# exercise passed at its last run, ✘ one failed, – not run yet. Run it again whenever you like.
+
+# %%
+progress()
 
 # %% [markdown]
 # ## What to remember

@@ -48,6 +48,7 @@ from grader.checks.welford import (
     exact_mean_var,
 )
 from grader.compare import check_signature
+from grader.learner import hint, progress
 from normlab.welford_demo import (
     NAIVE_GUIDE,
     WELFORD_GUIDE,
@@ -246,6 +247,10 @@ plt.show()
 # that exercise. Comparing with them in other cells is fine.
 #
 # *Hint:* three variables and one loop; convert at the end with `float(...)`.
+#
+# **Stuck?** Run `hint("welford_mean_var")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code). `progress()`
+# shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "welford_mean_var", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def welford_mean_var(x):
@@ -367,6 +372,9 @@ def welford_finalize(partial):
 # The checks build exact partials of chunks of uneven sizes (one of them empty), merge them
 # left to right and as a pairwise tree, and compare with exact statistics of all the data and
 # with your `welford_mean_var` over the same data in one pass.
+#
+# **Stuck?** Run `hint("welford_combine")` in a new cell: each call gives one more step
+# (the idea, what your last failed check points at, the shape of the code).
 
 # %% nbgrader={"grade": false, "grade_id": "welford_combine", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def welford_combine(a, b):
@@ -567,6 +575,15 @@ plt.show()
 # Probably the variance: `torch.var` divides by $n-1$ by default, LayerNorm by $n$. The outputs
 # then differ by a factor $\sqrt{(n-1)/n}$ (up to $\epsilon$). Use `correction=0`.
 # </details>
+
+# %% [markdown]
+# ## Your progress
+#
+# The table reads the checks you have run in this notebook (it runs none itself): ✔ every check of an
+# exercise passed at its last run, ✘ one failed, – not run yet. Run it again whenever you like.
+
+# %%
+progress()
 
 # %% [markdown]
 # ## What to remember
