@@ -77,3 +77,19 @@ def test_gap_diagnoses_survive_isolated_grading(name):
         with pytest.raises(CheckFailed) as failure:
             checks.check_invariance_gap(define_in_sandbox(sandbox, function, "invariance_gap"), **kwargs)
     assert diagnosis in str(failure.value), str(failure.value)
+
+
+def test_norm_squared_check_prints_and_never_raises(capsys):
+    """The derivation check of 02: placeholder, right and wrong expressions, all without raising."""
+    import numpy as np
+
+    assert checks.check_norm_squared(lambda x, eps: ...) is False
+    assert "write your expression first" in capsys.readouterr().out
+    assert checks.check_norm_squared(None) is False
+    right = lambda x, eps: x.size * x.var() / (x.var() + eps)  # noqa: E731
+    assert checks.check_norm_squared(right) is True
+    assert checks.check_norm_squared(lambda x, eps: x.var() / (x.var() + eps)) is False
+    assert "multiply by d" in capsys.readouterr().out
+    assert checks.check_norm_squared(lambda x, eps: float(x.size)) is False
+    assert checks.check_norm_squared(lambda x, eps: 1 / 0) is False
+    assert checks.check_norm_squared(lambda x, eps: np.ones(3)) is False

@@ -230,3 +230,62 @@ def test_one_pass_diagnoses_survive_a_grading_sandbox(sandbox, name):
         checks.check_welford_one_pass(proxy, **kwargs)
     assert diagnosis in str(failure.value), str(failure.value)
     assert failure.value.misconceptions == (ONE_PASS_IDS[name],)
+
+
+# ----------------------------------------------------------------------------- derive it: the M2 update
+def _m2_product(m2, mean_old, mean_new, x):
+    return m2 + (x - mean_old) * (x - mean_new)
+
+
+def _m2_product_reordered(m2, mean_old, mean_new, x):
+    return m2 + (mean_new - x) * (mean_old - x)
+
+
+def _m2_numpy_scalar(m2, mean_old, mean_new, x):
+    return np.float64(m2) + np.float64(x - mean_new) * (x - mean_old)
+
+
+WRONG_M2_UPDATES = {
+    "expanded product (cancels)": (lambda m2, mo, mn, x: m2 + x * x - x * mn - x * mo + mo * mn, "cancellation"),
+    "old mean twice": (lambda m2, mo, mn, x: m2 + (x - mo) ** 2, "the old mean in both places"),
+    "new mean twice": (lambda m2, mo, mn, x: m2 + (x - mn) ** 2, "the new mean in both places"),
+    "increment only": (lambda m2, mo, mn, x: (x - mo) * (x - mn), "returned only the increment"),
+    "wrong sign": (lambda m2, mo, mn, x: m2 - (x - mo) * (x - mn), "wrong sign"),
+    "difference of means": (lambda m2, mo, mn, x: m2 + (mn - mo) * (x - mo), "1/(k−1) of the true one"),
+}
+
+
+@pytest.mark.parametrize("update", [_m2_product, _m2_product_reordered, _m2_numpy_scalar], ids=lambda f: f.__name__)
+def test_right_m2_updates_pass(update, capsys):
+    checks.check_m2_update(update)
+    checks.check_m2_update(update, n=50, offset=-1e6, seed=3)
+    assert "✔" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(WRONG_M2_UPDATES))
+def test_wrong_m2_updates_are_diagnosed(name):
+    update, diagnosis = WRONG_M2_UPDATES[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_m2_update(update)
+    assert diagnosis in str(failure.value), str(failure.value)
+
+
+@pytest.mark.parametrize("placeholder", [None, ...])
+def test_m2_placeholder_asks_for_an_expression_without_raising(placeholder, capsys):
+    checks.check_m2_update(lambda m2, mean_old, mean_new, x: placeholder)
+    assert "write your expression first" in capsys.readouterr().out
+
+
+def test_m2_check_is_fast():
+    import time
+    start = time.perf_counter()
+    checks.check_m2_update(_m2_product)
+    assert time.perf_counter() - start < 0.5
+
+
+def test_m2_check_holds_no_closed_form_answer():
+    """The check compares with exact sums of squared deviations, never with the update it asks for."""
+    import inspect
+    source = inspect.getsource(checks.check_m2_update) + inspect.getsource(checks._m2_step_cause)
+    for answer in ["(x - mean_old) * (x - mean_new)", "(x - mo) * (x - mn)", "delta * (x - mean"]:
+        assert answer not in source

@@ -519,3 +519,69 @@ def check_invariance_gap(invariance_gap, norm=None, a=None, c=None, shape=(3, 6)
                  *ids_of(cause))
         report.append(f"{name} a={a_:g} c={c_:g}: {gap:.2e}")
     passed("invariance_gap matches torch (" + "; ".join(report) + ")")
+
+
+# ------------------------------------------------------------------ derivation: the squared length of x_hat
+NOT_WRITTEN = "✎ check_norm_squared: write your expression first (replace the ... in the cell above), then run this cell again."
+NORM_SQUARED_CASES = (  # (d, spread, offset, eps): ordinary tokens, a spread near sqrt(eps), a constant token
+    (4, 1.0, 5.0, 1e-5), (16, 3e-3, 3.0, 1e-5), (7, 0.2, -1.0, 1e-2), (64, 1e-4, 0.5, 1e-5), (5, 0.0, 2.0, 1e-5),
+)
+
+
+def _norm_squared_numeric(x: np.ndarray, eps: float) -> float:
+    """|x_hat|^2 of one token, from the forward pass itself (mean, biased variance, eps inside the root)."""
+    centred = x - math.fsum(x) / x.size
+    x_hat = centred / math.sqrt(math.fsum(centred * centred) / x.size + eps)
+    return math.fsum(x_hat * x_hat)
+
+
+@check
+def check_norm_squared(expression):
+    """Compare ``expression(x, eps)`` with |x_hat|^2 computed numerically (float64) on five tokens.
+
+    A derivation check, not a graded one: it prints its verdict and never raises. An expression
+    left at ``...`` (or returning None) is told to come first. Returns True when every case agrees.
+    """
+    try:
+        if expression is None or expression is Ellipsis:
+            print(NOT_WRITTEN)
+            return False
+        rng = np.random.default_rng(2024)
+        for d, spread, offset, eps in NORM_SQUARED_CASES:
+            direction = rng.standard_normal(d)
+            x = offset + spread * (direction - direction.mean()) / direction.std()
+            target = _norm_squared_numeric(x, eps)
+            try:
+                value = expression(x.copy(), eps)
+            except Exception as error:  # noqa: BLE001 - a derivation check reports, it never stops the notebook
+                print(f"✘ your expression raised {type(error).__name__}: {error} (for a token of d = {d}, eps = {eps:g}).")
+                return False
+            if value is None or value is Ellipsis:
+                print(NOT_WRITTEN)
+                return False
+            try:
+                got = float(np.asarray(value, dtype=np.float64).reshape(()))
+            except (TypeError, ValueError):
+                print(f"✘ your expression should give one number per token, but gave {value!r}.")
+                return False
+            if not math.isfinite(got):
+                print(f"✘ your expression gave {got} for a token of d = {d} with spread {spread:g}, eps = {eps:g}: "
+                      "a division by zero? eps keeps the denominator positive.")
+                return False
+            if abs(got - target) > 1e-9 * max(1.0, abs(target)):
+                cause = "write it with d, the token's biased variance sigma^2 = mean((x - mu)^2) and eps."
+                if abs(got - target / d) <= 1e-9 * max(1.0, target):
+                    cause = "that is |x_hat|^2 / d: the squared length sums d squares, so multiply by d."
+                elif abs(got - math.sqrt(target)) <= 1e-9 * max(1.0, target):
+                    cause = "that is the length |x_hat|, not its square."
+                elif abs(got - d) <= 1e-9 * d:
+                    cause = "exactly d holds only for eps = 0; keep eps where s puts it."
+                print(f"✘ for a token of d = {d} with spread sigma = {spread:g} and eps = {eps:g}: |x_hat|^2 measured "
+                      f"from the forward pass is {target:.10g}, your expression gives {got:.10g}.\n  Hint: {cause}")
+                return False
+        print(f"✔ your expression matches |x_hat|^2 measured from the forward pass on all {len(NORM_SQUARED_CASES)} "
+              "tokens (ordinary, near the noise floor, and constant).")
+        return True
+    except Exception as error:  # noqa: BLE001
+        print(f"✘ check_norm_squared could not judge your expression ({type(error).__name__}: {error}).")
+        return False

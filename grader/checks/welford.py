@@ -773,3 +773,111 @@ def check_welford_combine(welford_combine, welford_mean_var=None, sizes=(5, 1, 1
         agree = " and agrees with your one-pass welford_mean_var"
     passed(f"welford_combine merges {len(sizes)} chunks of sizes {sizes} (empty ones included) exactly, "
            f"left to right and as a tree{agree}")
+
+
+# ----------------------------------------------------------------------------- derive it: the M2 update
+M2_PROBE = (1.0, 3.0, 5.0, 11.0)        # small integers: every mean and M2 along the way is exact in float64
+M2_OFFSET = 1e5                         # an offset where a cancelling but algebraically right update loses digits
+
+
+def _run_m2_update(update, values, what):
+    """Fold ``update(m2, mean_old, mean_new, x)`` over ``values``: (M2, or None for the placeholder)."""
+    m2, mean = 0.0, 0.0
+    for k, x in enumerate(values, start=1):
+        x = float(x)
+        mean_new = mean + (x - mean) / k
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            result = call_learner(update, m2, mean, mean_new, x, what=f"{what} at element {k}")
+        if result is None or result is Ellipsis:
+            return None
+        if isinstance(result, (bool, np.bool_)) or not isinstance(result, (int, float, np.integer, np.floating)):
+            shape = f" of shape {result.shape}" if isinstance(result, np.ndarray) else ""
+            fail(f"{what} returned {_kind(result)}{shape} at element {k}; it should return one number, the new M2.")
+        m2, mean = float(result), mean_new
+    return m2
+
+
+def _m2_step_cause(update) -> tuple[str, bool]:
+    """What the learner's update does on one exact step (the 4th element of M2_PROBE), and whether it is right there."""
+    values = np.array(M2_PROBE)
+    _, mean_old, m2_old = exact_moments(values[:-1])
+    _, mean_new, m2_new = exact_moments(values)
+    x = float(values[-1])
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            got = float(call_learner(update, float(m2_old), float(mean_old), float(mean_new), x, what="probe"))
+    except Exception:  # noqa: BLE001  a probe only refines a diagnosis
+        return "", False
+    increment = float(m2_new - m2_old)
+    call = f"my_m2_update({float(m2_old)}, {float(mean_old)}, {float(mean_new)}, {x})"
+    seen = (f"On the stream {list(M2_PROBE)}, step k = 4 ({call}) should give M2 = {float(m2_new)} "
+            f"(the old M2 {float(m2_old)} plus {increment}); yours gives {got!r}.\n")
+    if abs(got - increment) <= 1e-9 * increment:
+        return seen + "Likely cause: you returned only the increment: add it to the old m2.", False
+    ratio = (got - float(m2_old)) / increment
+    named = [
+        (4 / 3, "your increment is k/(k−1) = 4/3 times too large, which is what (x − mean_old)² gives: the old mean "
+                "in both places. The squared deviation from the old mean misses a factor (k−1)/k; find that factor "
+                "among the means you are given."),
+        (3 / 4, "your increment is (k−1)/k = 3/4 of the true one, which is what (x − mean_new)² gives: the new mean "
+                "in both places. One of the two deviations should be from the other mean."),
+        (1 / 3, "your increment is 1/(k−1) of the true one: (mean_new − mean_old) is 1/k of a deviation, so a "
+                "product with it is k times too small; use deviations of x itself."),
+        (1 / 4, "your increment is 1/k of the true one: (mean_new − mean_old) is 1/k of a deviation, so a "
+                "product with it is k times too small; use deviations of x itself."),
+        (-1.0, "your increment has the wrong sign: M2 never decreases when an element arrives. Check which mean is "
+               "subtracted from what."),
+        (2.0, "your increment is twice the true one: a factor 2 too many."),
+        (0.5, "your increment is half the true one: a factor 1/2 too many."),
+        (0.0, "M2 did not change: the update adds nothing."),
+    ]
+    if abs(ratio - 1.0) <= 1e-12:
+        return "", True
+    for value, words in named:
+        if abs(ratio - value) <= 1e-9:
+            return seen + "Likely cause: " + words, False
+    return seen + (f"Likely cause: your increment is {ratio:.4g} times the true one. Start from "
+                   "M2_k = Σ x_i² − k·mean_k² and write x = mean_old + δ."), False
+
+
+@check
+def check_m2_update(update, n=400, offset=M2_OFFSET, seed=0):
+    """Fold ``update(m2, mean_old, mean_new, x)`` over streams and compare the final M2 with exact arithmetic.
+
+    The check computes the running mean itself; the learner's expression only updates M2.
+    Streams: (1, 3, 5, 11) (exact at every step), ``n`` standard normal values, and the same
+    values moved to ``offset``, where an update that forms products of the size of mean² and
+    subtracts them loses digits. A placeholder (None or ``...``) is told to come first.
+    """
+    z = np.random.default_rng(seed).standard_normal(n)
+    cases = [("the stream (1, 3, 5, 11)", np.array(M2_PROBE)), (f"{n} standard normal values", z),
+             (f"the same values at offset {offset:.0e}", offset + z)]
+    worst = 0.0
+    for label, values in cases:
+        got = _run_m2_update(update, values, "my_m2_update")
+        if got is None:
+            print("✎ my_m2_update: write your expression first (replace the ...), then run this cell again.")
+            return
+        _, mean, m2 = exact_moments(values)
+        expected = float(m2)
+        sigma = float(np.sqrt(float(m2 / len(values))))
+        # a stable update errs by a few u·|mean|/σ per step (its deviations carry the running mean's rounding)
+        tol = 1e-12 + 20 * U * abs(float(mean)) / sigma * np.sqrt(len(values))
+        error = abs(got - expected) / expected if np.isfinite(got) else np.inf
+        if error <= tol:
+            worst = max(worst, error)
+            continue
+        cause, exact_step = _m2_step_cause(update)
+        if exact_step and abs(float(mean)) > 10 * sigma:
+            cause = (f"Your update is right on exact data, but at offset {offset:.0e} it loses digits: "
+                      "cancellation. It forms numbers of the size of mean² (x·x, x·mean, mean·mean) and "
+                      "subtracts them. Rewrite it so that it only multiplies differences of x and the "
+                      "means, numbers of the size of σ.")
+        elif exact_step:
+            cause = "Your update is right on the exact stream (1, 3, 5, 11); look for a rounding problem."
+        fail(f"my_m2_update folded over {label} gives M2 = {got!r}; the exact sum of squared deviations is "
+             f"{expected!r} (relative error {error:.1e}, allowed {tol:.1e}).\n{cause}")
+    passed(f"my_m2_update gives the exact M2 (relative error ≤ {worst:.1e}) on {len(cases)} streams, "
+           f"offset {offset:.0e} included")

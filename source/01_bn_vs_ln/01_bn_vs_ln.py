@@ -18,18 +18,22 @@
 # table: BatchNorm (Ioffe & Szegedy, 2015), the workhorse of convolutional networks, and
 # LayerNorm (Ba, Kiros & Hinton, 2016). Both subtract a mean and divide by a standard
 # deviation, and both then apply a learned gain $\boldsymbol\gamma$ and shift $\boldsymbol\beta$.
-# They differ in one thing only: **which numbers they average over**. That one choice decides
-# whether a language model can cheat during training, whether it computes the same function
-# when it generates text, and whether padding and batch size change its output.
+# In training mode they differ in one thing only: **which numbers they average over**. (At test
+# time BatchNorm also swaps its batch statistics for running averages; section 6 measures what that
+# costs.) That one choice decides whether a language model can cheat during training, whether it
+# computes the same function when it generates text, and whether padding and batch size change its
+# output.
 #
-# In this notebook you will
+# By the end of this notebook you will be able to
 #
-# 1. see, in a picture and in code, which entries of a `(B, T, d)` tensor share statistics,
+# 1. say, for a `(B, T, d)` tensor, which entries share statistics under BatchNorm and under LayerNorm,
 # 2. implement LayerNorm for any shape and BatchNorm in training mode,
-# 3. watch BatchNorm fail three ways, by running code rather than taking anyone's word for it:
-#    it leaks the future, it behaves differently at test time, and it depends on padding and batch size,
-# 4. build a causality probe that catches the first failure in any normalisation function,
-# 5. compare the four common normalisations, and check your code against PyTorch.
+# 3. show with code three ways BatchNorm fails in a language model: it leaks the future, it
+#    computes a different function at test time, and it depends on padding and batch size,
+# 4. write a causality probe that catches the first failure in any normalisation function,
+# 5. choose among the four common normalisations, and check your code against PyTorch.
+#
+# The notebook takes about 75 to 90 minutes: three graded exercises and two predictions.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
@@ -44,6 +48,7 @@ import numpy as np
 from grader.checks.bn_vs_ln import check_batch_norm, check_layernorm, check_leaks_future
 from grader.compare import check_signature
 from grader.learner import hint, progress
+from grader.predict import choose, compare
 from normlab.axes import (
     axis_picture,
     change_map_figure,
@@ -102,7 +107,9 @@ for kind, name in [("batch", "BatchNorm"), ("layer", "LayerNorm")]:
 #
 # $$\mu=\frac1d\sum_{j=1}^d x_j,\qquad \sigma^2=\frac1d\sum_{j=1}^d (x_j-\mu)^2,\qquad
 #   \hat{\mathbf x}=\frac{\mathbf x-\mu}{\sqrt{\sigma^2+\epsilon}},\qquad
-#   \operatorname{LN}(\mathbf x)=\boldsymbol\gamma\odot\hat{\mathbf x}+\boldsymbol\beta .$$
+#   \operatorname{LN}(\mathbf x)=\boldsymbol\gamma\odot\hat{\mathbf x}+\boldsymbol\beta ,$$
+#
+# where $\odot$ is the elementwise product: $(\boldsymbol\gamma\odot\hat{\mathbf x})_k=\gamma_k\hat x_k$.
 #
 # Three details matter in every implementation. The variance is the **biased** one, dividing by
 # $d$ (NumPy's `np.var` default; PyTorch's `torch.var` divides by $d-1$ unless told otherwise).
@@ -113,8 +120,16 @@ for kind, name in [("batch", "BatchNorm"), ("layer", "LayerNorm")]:
 # ### Exercise 1 · `layernorm`
 #
 # Write `layernorm(x, gamma, beta, eps=1e-5)` for `x` of any shape `(..., d)`, including a single
-# token of shape `(d,)`, with `gamma` and `beta` of shape `(d,)`. Return an array shaped like `x`.
-# Do not modify `x`.
+# token of shape `(d,)` and tokens of a single feature (`d = 1`: every $\hat x$ is then 0 and the
+# output is $\boldsymbol\beta$), with `gamma` and `beta` of shape `(d,)`. Return a float64 array shaped
+# like `x`. Do not modify `x`. The checks compare with PyTorch to a relative error of $10^{-7}$, for
+# any gain (negative entries included), any `eps`, and tokens that sit far from zero.
+#
+# **Compute the variance as the mean of the squared deviations**, $\frac1d\sum_j(x_j-\mu)^2$, not with
+# the shortcut $\operatorname{mean}(\mathbf x^2)-\mu^2$. The two are equal on paper, but the hidden tests
+# include tokens with a large offset and a small spread, where the shortcut subtracts two nearly
+# equal large numbers and loses digits of $\sigma^2$ even in float64, more than the tolerance allows.
+# The same goes for `batch_norm` in Exercise 2. The cell below measures the loss on one such token.
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
@@ -124,6 +139,14 @@ for kind, name in [("batch", "BatchNorm"), ("layer", "LayerNorm")]:
 # *Hint:* reduce with `axis=-1, keepdims=True`, so the statistics have shape `(..., 1)` and
 # broadcast against `x`.
 #
+# %%
+token_far = 1e4 + 1e-2 * np.random.default_rng(10).standard_normal(64)  # offset 1e4, spread 1e-2
+deviations_way = np.mean((token_far - np.mean(token_far)) ** 2)
+shortcut_way = np.mean(token_far**2) - np.mean(token_far) ** 2
+print(f"variance from squared deviations: {deviations_way:.6e};  mean(x^2) - mu^2: {shortcut_way:.6e};  "
+      f"relative error of the shortcut: {abs(shortcut_way / deviations_way - 1):.1e} (the checks allow 1e-7)")
+
+# %% [markdown]
 # **Stuck?** Run `hint("layernorm")` in a new cell: each call gives one more step
 # (the idea, what your last failed check points at, the shape of the code). `progress()`
 # shows where you stand.
@@ -175,8 +198,10 @@ check_layernorm(layernorm, shape=(2, 12), seed=19, gamma=np.linspace(-2.0, 3.0, 
 # ### Exercise 2 · `batch_norm`
 #
 # Write `batch_norm(x, gamma, beta, eps=1e-5)` for `x` of shape `(..., d)` with at least two
-# axes: statistics over **every axis but the last**, biased variance, $\epsilon$ inside the square
-# root. Return an array shaped like `x`, without modifying `x`.
+# axes: statistics over **every axis but the last**, biased variance (from the squared deviations, as in
+# Exercise 1: the hidden tests include a batch far from zero), $\epsilon$ inside the square root. Return
+# a float64 array shaped like `x`, without modifying `x`. The checks compare with PyTorch to a
+# relative error of $10^{-7}$, for batches of one sequence, any gain and any `eps`.
 #
 # *Hint:* `tuple(range(x.ndim - 1))` lists the axes to reduce over.
 #
@@ -236,8 +261,17 @@ def bn_plain(a):
 # cannot look ahead. But BatchNorm's statistics for feature $k$ average over all positions of all
 # sequences, later ones included, so every output carries a little of every later token.
 #
-# The experiment: take a batch, change one token, and measure how much every token's output
-# moves. With LayerNorm only the changed token may move.
+# The experiment: take a batch of 4 sequences of 8 tokens, change one token (sequence 2,
+# position 5), and measure how much every token's output moves.
+#
+# **Predict first.** Under BatchNorm (training mode), what happens to the outputs of the tokens
+# *before* position 5? Pick one of the options below.
+
+# %%
+options_earlier_tokens = ["exactly unchanged, as under LayerNorm",
+                          "changed, but only in sequence 2",
+                          "changed in every sequence of the batch"]
+guess_earlier_tokens = ...  # your guess: copy one of the three strings
 
 # %%
 rng = np.random.default_rng(1)
@@ -254,10 +288,21 @@ for name, change in changes.items():
           f"in {np.count_nonzero(earlier)} of {earlier.size} earlier tokens")
 change_map_figure(changes, (b_star, t_star))
 
+# %%
+earlier_bn = changes["BatchNorm"][:, :t_star]
+other_sequences_moved = np.count_nonzero(np.delete(earlier_bn, b_star, axis=0)) > 0
+answer_earlier = (options_earlier_tokens[2] if other_sequences_moved
+                  else options_earlier_tokens[1] if np.any(earlier_bn) else options_earlier_tokens[0])
+choose(guess_earlier_tokens, options_earlier_tokens, correct=answer_earlier, name="BatchNorm's earlier tokens")
+
 # %% [markdown]
-# Under BatchNorm every token of every sequence moved, including tokens that come *before* the
-# change and tokens of other sequences. Under LayerNorm the earlier outputs are unchanged to the
-# last bit: the differences are exactly zero, not merely small.
+# <details><summary>Answer</summary>
+#
+# Changed in every sequence. BatchNorm's mean and variance of each feature are shared by all
+# $4\cdot8$ tokens of the batch, so one changed token moves every statistic and with it every output,
+# including tokens that come *before* the change and tokens of other sequences. Under LayerNorm the
+# earlier outputs are unchanged to the last bit: the differences are exactly zero, not merely small.
+# </details>
 #
 # ### The bug that looks like success
 #
@@ -519,7 +564,14 @@ print(f"mean of feature 0 over real tokens: {np.concatenate(real)[:, 0].mean():.
 #
 # **Batch size.** Batch statistics are estimates, and small batches make noisy estimates. Below,
 # one fixed token sits at position 0 of a batch whose other tokens are drawn afresh each time; we
-# record how much its normalised output varies from batch to batch.
+# record how much its normalised output varies from batch to batch, for 1 to 32 sequences of 8
+# tokens per batch.
+#
+# **Predict first.** Going from 1 sequence per batch to 32, by what factor does the spread of the
+# token's BatchNorm output shrink? (A number: 2 would mean half the spread.)
+
+# %%
+guess_spread_ratio = ...  # your guess: spread at 1 sequence / spread at 32 sequences
 
 # %%
 rng = np.random.default_rng(7)
@@ -549,7 +601,20 @@ print("spread of the token's LayerNorm output:", spreads["LayerNorm"])
 print("a batch holding this one token only, BatchNorm output:", bn_plain(token[None, None])[0, 0, :6], "...")
 spread_figure(batch_sizes, spreads, tokens_per_sequence=8)
 
+# %%
+spread_ratio = spreads["BatchNorm"][0] / spreads["BatchNorm"][-1]
+print(f"spread at 1 sequence / spread at 32 sequences: {spread_ratio:.2f};  sqrt(32) = {np.sqrt(32):.2f}")
+compare(guess_spread_ratio, spread_ratio, name="shrink factor of the spread from B = 1 to B = 32", rel=0.2)
+
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# About $\sqrt{32}\approx5.7$, not 32. The batch mean and variance are averages over $8B$ tokens, and
+# the error of an average falls like one over the square root of the number of terms: 32 times the
+# tokens buys only about 5.7 times less noise. The measured factor comes out a little larger, because
+# the square-root law only holds approximately when a batch has as few as 8 tokens.
+# </details>
+#
 # With one sequence per batch the same token's output changes substantially from batch to batch,
 # and the noise only falls like $1/\sqrt{B}$. In large-model training the batch a single device
 # sees can be a handful of sequences, so that noise never goes away. A batch of one token is the
@@ -589,7 +654,7 @@ axis_picture(("group", "time"), shape=(3, 5, 6))
 # float64, so any difference is a formula difference and not rounding.
 
 # %%
-import torch  # noqa: E402  (imported here: only this section needs it)
+import torch  # imported here: only this section needs it
 
 rng = np.random.default_rng(8)
 x_np = rng.standard_normal((2, 3, 8))
@@ -684,7 +749,7 @@ print(f"Linear({d_model}, {d_model}): {linear_params:,} parameters (weight d*d p
 print(f"the LayerNorm's share of the pair: {ln_params / (ln_params + linear_params):.4%}")
 
 # %% [markdown]
-# Normalisation is nearly free in parameters; what it costs is memory traffic (notebook 04 on
+# Normalisation is nearly free in parameters; what it costs is memory traffic ([notebook 04](04_rmsnorm.ipynb) on
 # RMSNorm returns to this).
 #
 # ## 11. Interview questions
@@ -756,7 +821,7 @@ progress()
 # ## What to remember
 #
 # - BatchNorm averages each feature over the batch (and positions); LayerNorm averages each
-#   token over its own features. Same formula, different axes; the axes decide everything.
+#   token over its own features. In training mode: same formula, different axes; the axes decide everything.
 # - Statistics over positions leak the future. Under teacher forcing the model exploits the leak,
 #   the loss looks too good, and generation fails. Test causality by changing tokens after $t$ and
 #   checking that outputs at positions $\le t$ are *exactly* unchanged.
@@ -771,3 +836,5 @@ progress()
 # Reducing Internal Covariate Shift*. Ba, Kiros & Hinton (2016), *Layer Normalization*.
 # Wu & He (2018), *Group Normalization*. Zhang & Sennrich (2019), *Root Mean Square Layer
 # Normalization*.
+#
+# Next: [02 · The geometry of LayerNorm: a projection, then a sphere](02_geometry.ipynb)

@@ -19,14 +19,17 @@
 # can never see), why $\epsilon$ matters for quiet tokens, what RMSNorm gives up, and why the
 # weights in front of a norm keep growing during training.
 #
-# In this notebook you will
+# By the end of this notebook you will be able to
 #
 # 1. write centring as a matrix, the projection $\mathbf P=\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$, and check that it is one,
-# 2. see that dividing by $s$ puts every token on a sphere of radius $\sqrt d$, and what $\epsilon$ does to that sphere,
-# 3. look at the whole picture in $d=3$,
-# 4. establish the invariances $\operatorname{LN}(a\mathbf x+c\mathbf 1)=\operatorname{LN}(\mathbf x)$, and compare with RMSNorm,
-# 5. measure invariances with a function of your own, and drag the bars of a 6-dimensional token, and
-# 6. see what scale invariance does to the weights of a linear layer followed by a norm.
+# 2. derive the squared length of $\hat{\mathbf x}$, and say what $\epsilon$ does to tokens with a small spread,
+# 3. draw the whole picture in $d=3$: a plane, then a circle,
+# 4. state which scales and shifts LayerNorm and RMSNorm ignore, and how exactly,
+# 5. measure an invariance with a function of your own, and
+# 6. explain why the weights in front of a norm grow under plain gradient descent.
+#
+# The notebook takes about 60 to 75 minutes: two graded exercises, one derivation and three
+# predictions, each checked by a cell.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
@@ -40,9 +43,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from grader.checks.geometry import check_centering_matrix, check_invariance_gap
+from grader.checks.geometry import check_centering_matrix, check_invariance_gap, check_norm_squared
 from grader.compare import check_signature
 from grader.learner import hint, progress
+from grader.predict import choose, compare
 from normlab.geometry import BarDragWidget, sphere_points_3d, sphere_view_3d, static_geometry_figure
 
 np.set_printoptions(precision=4, suppress=True)
@@ -51,7 +55,7 @@ GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader: demo ce
 # %% [markdown]
 # ## 1. Two facts about one token
 #
-# Recall LayerNorm for one token, without its gain and shift (notebook 01):
+# Recall LayerNorm for one token, without its gain and shift ([notebook 01](01_bn_vs_ln.ipynb)):
 #
 # $$\mu=\frac1d\sum_{j=1}^d x_j,\qquad \sigma^2=\frac1d\sum_{j=1}^d (x_j-\mu)^2,\qquad s=\sqrt{\sigma^2+\epsilon},\qquad
 #   \hat{\mathbf x}=\frac{\mathbf x-\mu\mathbf 1}{s}.$$
@@ -105,7 +109,9 @@ for eps in (0.0, 1e-5):
 #
 # ### Exercise 1 · The centring matrix
 #
-# Write `centering_matrix(d)` returning the `(d, d)` float64 matrix $\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$.
+# Write `centering_matrix(d)` returning the `(d, d)` float64 matrix $\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$,
+# for every integer $d\ge1$: the graded tests use sizes from $d=1$ (where $\mathbf P$ is the $1\times1$ zero
+# matrix) to $d=256$.
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
@@ -180,9 +186,33 @@ print(f"mean(x^2) = {np.mean(x**2):.1f}   sigma^2 + mu^2 = {x.var() + x.mean()**
 # %% [markdown]
 # ## 3. Then a sphere, and what $\epsilon$ does to it
 #
-# Dividing the centred vector by $s$ fixes its length. Since $\lVert\mathbf x-\mu\mathbf 1\rVert^2=d\,\sigma^2$,
+# Dividing the centred vector by $s$ fixes its length. How long is it?
 #
-# $$\lVert\hat{\mathbf x}\rVert^2=\frac{d\,\sigma^2}{\sigma^2+\epsilon}\approx d .$$
+# **Derive it.** Start from $\hat{\mathbf x}=(\mathbf x-\mu\mathbf 1)/s$ with $s=\sqrt{\sigma^2+\epsilon}$, and use
+# the first half of the Pythagoras split above, $\lVert\mathbf x-\mu\mathbf 1\rVert^2=d\,\sigma^2$. Write
+# $\lVert\hat{\mathbf x}\rVert^2$ in terms of $d$, $\sigma^2$ and $\epsilon$ only, then type your expression into
+# `my_norm_squared(x, eps)` below, for one token `x` of shape `(d,)` (`x.size` is $d$, `x.var()` is
+# the biased $\sigma^2$). The check compares it with $\lVert\hat{\mathbf x}\rVert^2$ measured from the
+# forward pass on five tokens, one of them constant. It is not graded.
+
+# %%
+def my_norm_squared(x, eps):
+    """Your expression for |x_hat|^2 of one token x: (d,), in terms of d, sigma^2 and eps."""
+    return ...  # your expression
+
+
+# %%
+check_norm_squared(my_norm_squared)
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Dividing a vector by the number $s$ divides its squared length by $s^2$:
+#
+# $$\lVert\hat{\mathbf x}\rVert^2=\frac{\lVert\mathbf x-\mu\mathbf 1\rVert^2}{s^2}=\frac{d\,\sigma^2}{\sigma^2+\epsilon}\approx d ,$$
+#
+# with equality exactly when $\epsilon=0$ (and $\sigma>0$).
+# </details>
 #
 # So, before the gain and shift, **every token lands on the sphere of radius $\sqrt d$ inside the
 # hyperplane $H$**. The gain $\boldsymbol\gamma$ then stretches that sphere into an ellipsoid
@@ -202,12 +232,15 @@ print(f"after LN: largest |sum of x_hat| = {np.max(np.abs(x_hat.sum(-1))):.1e}, 
 
 # %% [markdown]
 # The lengths are all a hair below 8: that hair is $\epsilon$. For a token whose spread $\sigma$
-# is large compared with $\sqrt\epsilon$, the ratio $\lVert\hat{\mathbf x}\rVert^2/d=\sigma^2/(\sigma^2+\epsilon)$
-# is 1. For a token with a tiny spread it is not: $\epsilon$ dominates the denominator,
-# $\hat{\mathbf x}\approx(\mathbf x-\mu\mathbf 1)/\sqrt\epsilon$, and the token is pulled inside the
-# sphere towards the origin. A constant token ends exactly at $\hat{\mathbf x}=\mathbf 0$ instead of $0/0$.
+# is large compared with $\sqrt\epsilon$, the ratio $\lVert\hat{\mathbf x}\rVert^2/d$ is 1.
 # The next cell measures the ratio on a token of dimension 16 whose spread we dial from
-# $10^{-5}$ to $10$, with $\epsilon=10^{-5}$.
+# $10^{-5}$ to $10$, with $\epsilon=10^{-5}$, and then on a constant token ($\sigma=0$).
+#
+# **Predict first.** As $\sigma\to0$, with $\epsilon=10^{-5}$ fixed, what number does
+# $\lVert\hat{\mathbf x}\rVert^2/d$ approach? (Does LayerNorm blow a quiet token up to the sphere, or not?)
+
+# %%
+guess_ratio_as_sigma_vanishes = ...  # your guess: a number
 
 # %%
 eps = 1e-5
@@ -239,7 +272,21 @@ with np.errstate(invalid="ignore"):  # 0/0 on purpose
     constant = np.full(4, 5.0)
     print("constant token (5, 5, 5, 5): LN with eps =", ln(constant), "  with eps = 0:", ln(constant, 0.0))
 
+# %%
+ratio_at_zero_spread = np.sum(ln(np.full(16, 3.0), eps) ** 2) / 16
+print(f"|x_hat|^2 / d at sigma = 1e-5: {measured[0]:.1e};  for a constant token (sigma = 0): {ratio_at_zero_spread:g}")
+compare(guess_ratio_as_sigma_vanishes, ratio_at_zero_spread, name="|x_hat|^2 / d as sigma -> 0")
+
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# It goes to **0**, not to 1. When $\sigma\ll\sqrt\epsilon$, $\epsilon$ dominates the denominator of
+# $\sigma^2/(\sigma^2+\epsilon)$, so $\hat{\mathbf x}\approx(\mathbf x-\mu\mathbf 1)/\sqrt\epsilon$ and the ratio is about
+# $\sigma^2/\epsilon$: the token is pulled inside the sphere towards the origin. At $\sigma=\sqrt\epsilon$ the
+# ratio is exactly one half (the dotted line). A constant token ends exactly at $\hat{\mathbf x}=\mathbf 0$
+# instead of $0/0$.
+# </details>
+#
 # So $\sqrt\epsilon$ is a **noise floor**: a token whose features vary by much less than
 # $\sqrt{10^{-5}}\approx 3\cdot10^{-3}$ is not blown up to unit variance (which would amplify
 # rounding noise), it is shrunk towards zero. Above the floor, $\epsilon$ is invisible.
@@ -267,7 +314,7 @@ print(f"radii of LN(x): from {radii.min():.6f} to {radii.max():.6f}   (sqrt(3) =
 # %% [markdown]
 # Count the degrees of freedom: $d$ numbers go in, the hyperplane removes one, the sphere removes
 # another. **LayerNorm's output carries $d-2$ numbers per token**: in $d=3$, a single angle on
-# the circle. Notebook 03 meets the same count from the other side: LayerNorm's Jacobian has
+# the circle. [Notebook 03](03_backward.ipynb) meets the same count from the other side: LayerNorm's Jacobian has
 # rank $d-2$.
 
 # %% [markdown]
@@ -302,7 +349,9 @@ print(f"radii of LN(x): from {radii.min():.6f} to {radii.max():.6f}   (sqrt(3) =
 #
 # Write `invariance_gap(norm, x, a, c)` for any callable `norm` that maps an array of shape
 # `(..., d)` to one of the same shape, and `x` of shape `(..., d)`. Return the gap over every
-# entry of every token, as a Python `float`.
+# entry of every token, as one Python `float` (`float(...)` of the maximum, not an array), with the
+# absolute value taken before the maximum. The graded tests include a single token of shape `(d,)`,
+# negative and tiny scales $a$, a large $\epsilon$, and RMSNorm with a shift, where the gap is large.
 #
 # *Hints:* `a * x + c` adds $c$ to every entry, which is $c\mathbf 1$ for every token. Do not
 # modify `x` in place (`x *= a` would change the caller's array, and `norm(x)` would then see
@@ -343,15 +392,41 @@ check_invariance_gap(invariance_gap, "identity", a=-1.0, c=2.0, shape=(1, 5), se
 # %% [markdown]
 # Now test the three readings on one token of dimension 8. `lambda z: ln(z, eps=0.0)` is LayerNorm
 # without $\epsilon$: any callable will do for `norm`.
+#
+# **Predict first.** For $a=3$ the gap of LayerNorm is tiny. What does it look like for $a=-2$,
+# $c=1$? Pick one of the options below.
+
+# %%
+options_negative_scale = ["about 1e-6, the eps effect, as for a > 0",
+                          "exactly 0: a norm ignores the sign",
+                          "about twice the largest |x_hat_i|",
+                          "about 2, the size of a"]
+guess_negative_scale = ...  # your guess: copy one of the four strings
 
 # %%
 x = rng.standard_normal(8)
-ln_exact = lambda z: ln(z, eps=0.0)  # noqa: E731
+ln_exact = lambda z: ln(z, eps=0.0)
 for a, c in [(3.0, 4.0), (1000.0, -7.0), (0.01, 50.0), (-2.0, 1.0)]:
     print(f"a = {a:g}, c = {c:g}:  gap of LN = {invariance_gap(ln, x, a, c):.1e} with eps = 1e-5, "
           f"{invariance_gap(ln_exact, x, a, c):.1e} with eps = 0")
 print(f"the sign flip: max|LN(-2 x + 1) + LN(x)| = {np.max(np.abs(ln(-2 * x + 1) + ln(x))):.1e}")
 print(f"(x has spread sigma = {x.std():.2f}; at a = 0.01 the effective eps/a^2 = {1e-5 / 0.01**2:g} is not small)")
+
+# %%
+gap_negative = np.max(np.abs(ln(-2.0 * x + 1.0) - ln(x)))  # measured with ln itself, not your function
+print(f"gap of LN at a = -2, c = 1: {gap_negative:.4f};  2 * max|x_hat_i| = {2 * np.max(np.abs(ln(x))):.4f}")
+choose(guess_negative_scale, options_negative_scale,
+       correct=options_negative_scale[2 if np.isclose(gap_negative, 2 * np.max(np.abs(ln(x)))) else 0],
+       name="the gap for a < 0")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# About twice the largest $|\hat x_i|$. A negative scale sends $\hat{\mathbf x}$ to the antipodal point
+# $-\hat{\mathbf x}$, so the difference is $-2\hat{\mathbf x}$ and its largest absolute entry is
+# $2\max_i|\hat x_i|$: of the size of the output itself, not of $\epsilon$. The size of $a$ plays no part,
+# only its sign. The invariance holds for $a>0$ only.
+# </details>
 
 # %% [markdown]
 # **RMSNorm** (Zhang & Sennrich, 2019) skips the centring and divides by the root mean square,
@@ -373,7 +448,7 @@ print(f"for a centred token: max|RMS(x - mean) - LN(x)| = {np.max(np.abs(rms(x -
 # Losing the shift invariance costs little: in the residual stream, $\mathbf 1$ is one direction
 # among $d$ with no special meaning. In exchange RMSNorm needs one reduction over the features
 # instead of two, and no subtraction; Zhang & Sennrich (2019) report that it matched LayerNorm's
-# quality while cutting running time by 7% to 64% depending on the model. Notebook 04 builds it.
+# quality while cutting running time by 7% to 64% depending on the model. [Notebook 04](04_rmsnorm.ipynb) builds it.
 
 # %% [markdown]
 # A last measurement, at scale: the gap of LayerNorm and RMSNorm on 256 random tokens of
@@ -462,7 +537,7 @@ if not GRADING:  # drawing is the slow part: while grading, the figure is only b
 #
 # A small regression checks all three. The model is $\operatorname{LN}(\mathbf x\mathbf W)$ with
 # $\mathbf W$ of shape $16\times16$, the loss is half the mean squared error, and the gradient uses
-# the backward formula of notebook 03 (confirmed here by a finite difference).
+# the backward formula of [notebook 03](03_backward.ipynb) (confirmed here by a finite difference).
 
 # %%
 def loss_and_grad(W, X, Y, eps=1e-5):
@@ -577,11 +652,33 @@ plt.show()
 # `torch.nn.LayerNorm(d, elementwise_affine=False)` and `torch.nn.functional.layer_norm` compute
 # $\hat{\mathbf x}$ exactly as `ln` above (biased variance, $\epsilon$ inside the square root,
 # default $\epsilon=10^{-5}$), so every invariance of this notebook holds for them unchanged.
-# `torch.nn.RMSNorm` (since PyTorch 2.4) has the sphere without the hyperplane; its default
-# `eps=None` means the machine epsilon of the type it computes in (`torch.finfo(torch.float32).eps`
-# for float16, bfloat16 and float32 inputs), not $10^{-5}$. The check of Exercise 2 uses
+# `torch.nn.RMSNorm` (since PyTorch 2.4) has the sphere without the hyperplane. Its default is
+# `eps=None`, not $10^{-5}$: PyTorch then uses `torch.finfo(dtype).eps`, the machine epsilon,
+# as [notebook 04](04_rmsnorm.ipynb) describes. The cell below measures the $\epsilon$ your installed
+# version really adds, for each input type, from the output on a constant token:
+# $\epsilon=x^2/y^2-\operatorname{mean}(\mathbf x^2)$.
+
+# %%
+import torch  # already loaded by the check of Exercise 2
+
+print("torch", torch.__version__, "  nn.RMSNorm(4).eps =", torch.nn.RMSNorm(4).eps)
+for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+    level = 1e-8 if dtype == torch.float64 else 1e-4  # a token whose mean square is comparable to eps
+    token = torch.full((4,), level, dtype=dtype)
+    with torch.no_grad():
+        out = torch.nn.RMSNorm(4, dtype=dtype)(token).double()
+    x0 = token.double()
+    eps_used = float(x0[0] ** 2 / out[0] ** 2 - (x0 ** 2).mean())
+    print(f"{str(dtype):15s} eps used {eps_used:.3g}   torch.finfo(dtype).eps = {torch.finfo(dtype).eps:.3g}   "
+          f"torch.finfo(float32).eps = {torch.finfo(torch.float32).eps:.3g}")
+
+# %% [markdown]
+# For float32 and float64 inputs the $\epsilon$ used is `torch.finfo(dtype).eps`, exactly as stated. For
+# float16 and bfloat16 inputs (in the version measured above) PyTorch computes in float32 and adds
+# float32's machine epsilon, not the much larger one of the 16-bit type. Either way, pass `eps=`
+# explicitly when you need a particular value. The check of Exercise 2 uses
 # `torch.nn.functional.layer_norm` and `torch.nn.functional.rms_norm` in float64 as its oracles;
-# this notebook itself needs no torch.
+# the rest of this notebook needs no torch.
 
 # %% [markdown]
 # ## 9. Interview questions
@@ -628,7 +725,7 @@ plt.show()
 #
 # <details><summary><b>Where do LayerNorm's outputs live once the gain γ and the shift β are applied?</b></summary>
 #
-# On an ellipsoid: $\mathbf y=\boldsymbol\gamma\odot\hat{\mathbf x}+\boldsymbol\beta$ with $\hat{\mathbf x}$ on the
+# On an ellipsoid: $\mathbf y=\boldsymbol\gamma\odot\hat{\mathbf x}+\boldsymbol\beta$ ($\odot$: the elementwise product) with $\hat{\mathbf x}$ on the
 # $(d-2)$-dimensional sphere. If every $\gamma_j\neq0$, $\mathbf y$ satisfies $\sum_j(y_j-\beta_j)/\gamma_j=0$,
 # an affine hyperplane through $\boldsymbol\beta$, and $\sum_j((y_j-\beta_j)/\gamma_j)^2=d$ (up to $\epsilon$).
 # </details>
@@ -668,3 +765,5 @@ progress()
 # *References:* Ba, Kiros & Hinton (2016), *Layer Normalization*. van Laarhoven (2017), *L2
 # Regularization versus Batch and Weight Normalization*. Zhang & Sennrich (2019), *Root Mean
 # Square Layer Normalization*.
+#
+# Next: [03 · LayerNorm's backward pass, derived](03_backward.ipynb)

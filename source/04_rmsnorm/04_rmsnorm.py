@@ -18,21 +18,28 @@
 # division, and they proposed **RMSNorm**, which keeps only that: divide the token by its root
 # mean square and apply a gain. T5, LLaMA, Mistral, Gemma and Qwen normalise this way.
 #
-# In this notebook you will
+# By the end of this notebook you will be able to
 #
-# 1. define RMSNorm and implement it for any shape `(..., d)` and for float32 as well as float64,
-# 2. see its geometry: the sphere of LayerNorm without the hyperplane,
-# 3. derive its backward pass by deleting the mean terms from LayerNorm's, and implement it,
-# 4. check both against PyTorch (`nn.RMSNorm`, `F.rms_norm`, autograd),
-# 5. see why real code computes the statistics in float32, even in a bfloat16 model,
-# 6. measure what the common variants of the formula (Gemma's gain, two values of $\epsilon$,
-#    $\epsilon$ in the wrong place) change in the output,
-# 7. time LayerNorm against RMSNorm on this machine, and read the result honestly.
+# 1. implement RMSNorm for any shape `(..., d)`, in float32 as well as float64;
+# 2. describe its geometry: the sphere of LayerNorm without the hyperplane, scale invariance kept and
+#    shift invariance lost;
+# 3. derive its backward pass yourself ($\partial r/\partial x_j$, one Jacobian entry, $\mathbf J^\top\mathbf g$), each
+#    step checked against finite differences, and implement it;
+# 4. check both against PyTorch (`nn.RMSNorm`, `F.rms_norm`, autograd);
+# 5. explain, with a measurement, why real code computes the statistics in float32 even in a bfloat16 model;
+# 6. estimate what the common variants of the formula (Gemma's gain, two values of $\epsilon$, $\epsilon$ in
+#    the wrong place) change in the output;
+# 7. time LayerNorm against RMSNorm on your machine and read the result honestly.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
 # Until you implement a function, its checks fail with `NotImplementedError`; that is expected.
 # A failing check tells you what it expected, what it got, and the most likely cause.
+#
+# **Derivation steps** (section 3) ask for one expression at a time, written as a small function in place
+# of its `...`; the cell below compares it with central finite differences of the forward pass and says
+# what is off. The worked derivation waits in a reveal under each check. **Predictions** ask for a number
+# first (`guess_... = ...`); the next cell measures it and compares.
 
 # %%
 import os
@@ -43,7 +50,9 @@ import torch
 
 from grader.checks.rmsnorm import check_rms_norm, check_rms_norm_backward
 from grader.compare import check_signature
+from grader.derive import check_jacobian_entry, check_scale_gradient, check_vjp_expression
 from grader.learner import hint, progress
+from grader.predict import compare
 
 np.set_printoptions(precision=4, suppress=True)
 GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader: demo cells then do the least work
@@ -89,6 +98,12 @@ print("LayerNorm x_hat =", x_hat_ln, f"  sum = {x_hat_ln.sum():.1e}  sum of squa
 # - $\epsilon$ goes inside the square root.
 # - Return an array of the same shape **and dtype** as `x`: float64 in, float64 out; float32 in,
 #   float32 out. (Computing the statistics in a wider type and casting back is fine.)
+#
+# What the checks ask: for a float64 input, a result within a relative $10^{-9}$ of torch's float64
+# `rms_norm` (the largest error divided by the largest output entry), so no step may run in float32;
+# for a float32 input, a float32 result within $10^{-5}$ of that float64 reference. The inputs include one
+# token, batches of 2 to 4 dimensions, a square `(6, 6)` input, $d=2$ and $d=4096$, $\epsilon$ up to 1,
+# rows whose RMS ranges from $10^{-6}$ to 10 (where $\epsilon$ dominates), and a gain with negative entries.
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
@@ -142,7 +157,7 @@ check_rms_norm(rms_norm, shape=(6, 32), tiny_rows=True, seed=23, dtype=np.float3
 #
 # LayerNorm first projects $\mathbf x$ onto the hyperplane $\sum_j x_j=0$, removing its
 # component along $\mathbf 1=(1,\dots,1)$, and then scales onto the sphere of radius $\sqrt d$
-# inside that hyperplane (notebook 02). RMSNorm skips the projection. Its outputs satisfy
+# inside that hyperplane ([notebook 02](02_geometry.ipynb)). RMSNorm skips the projection. Its outputs satisfy
 #
 # $$\lVert\hat{\mathbf x}\rVert^2=\frac{\sum_j x_j^2}{\frac1d\sum_j x_j^2+\epsilon}=d\,\frac{m}{m+\epsilon}\approx d,
 #   \qquad m=\tfrac1d\textstyle\sum_j x_j^2,$$
@@ -179,11 +194,11 @@ for name, norm in [("LayerNorm", lambda x: layer_norm_torch(x, eps=0.0)), ("RMSN
 
 # %% [markdown]
 # The same story with bars: a six-dimensional vector, scaled by 3 and shifted by 4 (the picture
-# of notebook 02, with an RMSNorm column added). LayerNorm's panels do not move; RMSNorm's do,
+# of [notebook 02](02_geometry.ipynb), with an RMSNorm column added). LayerNorm's panels do not move; RMSNorm's do,
 # but only because of the shift.
 
 # %%
-from normlab.geometry import bar_drag_widget, static_geometry_figure  # noqa: E402
+from normlab.geometry import bar_drag_widget, static_geometry_figure
 
 static_geometry_figure(a=3.0, c=4.0, rms=True)
 
@@ -217,30 +232,36 @@ for c in [0.0, 1.0, 3.0, 10.0, 100.0]:
 # %% [markdown]
 # ## 3. The backward pass: delete the mean terms
 #
-# Notebook 03 derived LayerNorm's Jacobian from three pieces: $\partial\mu/\partial x_j=1/d$,
-# $\partial s/\partial x_j=\hat x_j/d$, and the quotient rule. RMSNorm has no $\mu$, so one piece
-# disappears, and the other changes only its name.
+# [Notebook 03](03_backward.ipynb) derived LayerNorm's Jacobian in three steps: the derivative of the
+# scale, one entry by the quotient rule, then the product $\mathbf J^\top\mathbf g$. Repeat them for RMSNorm,
+# which has no $\mu$. As there, $\delta_{ij}$ is 1 when $i=j$ and 0 otherwise, $\mathbf g=\boldsymbol\gamma\odot\partial\mathcal L/\partial\mathbf y$
+# is the gradient reaching $\hat{\mathbf x}$ ($\odot$: elementwise product), and the chain rule gives
+# $\partial\mathcal L/\partial x_j=\sum_i g_i\,\partial\hat x_i/\partial x_j=(\mathbf J^\top\mathbf g)_j$.
 #
-# **The scale.** With $m=\frac1d\sum_k x_k^2$ and $r=\sqrt{m+\epsilon}$,
+# ### Step 1 · Derive $\partial r/\partial x_j$
+#
+# With $m=\frac1d\sum_k x_k^2$ and $r=\sqrt{m+\epsilon}$: differentiate $m$, then the square root. Write the
+# result for every $j$ at once, shape `(d,)`. The check compares it with central finite differences of
+# $r$ on three tokens (one where $\epsilon=0.5$ matters).
+
+# %%
+def my_dr_dx(x, eps):
+    """dr/dx_j for every j, shape (d,). x: (d,) float64, eps: the epsilon inside the square root."""
+    return ...  # your expression
+
+
+# %%
+check_scale_gradient(my_dr_dx, norm="rms")
+
+# %% [markdown]
+# <details><summary>Worked derivation of step 1</summary>
 #
 # $$\frac{\partial m}{\partial x_j}=\frac{2x_j}{d},\qquad
 #   \frac{\partial r}{\partial x_j}=\frac1{2r}\cdot\frac{2x_j}{d}=\frac{x_j}{d\,r}=\frac{\hat x_j}{d}.$$
 #
-# **The normalised input.** The quotient rule on $\hat x_i=x_i/r$:
-#
-# $$\frac{\partial\hat x_i}{\partial x_j}=\frac{\delta_{ij}}{r}-\frac{x_i}{r^2}\cdot\frac{\hat x_j}{d}
-#   =\frac1r\Big(\delta_{ij}-\frac{\hat x_i\hat x_j}{d}\Big),\qquad
-#   \boxed{\;\mathbf J=\frac1r\Big(\mathbf I-\tfrac1d\hat{\mathbf x}\hat{\mathbf x}^\top\Big)\;}$$
-#
-# This is LayerNorm's $\frac1s(\mathbf I-\frac1d\mathbf 1\mathbf 1^\top-\frac1d\hat{\mathbf x}\hat{\mathbf x}^\top)$
-# with the $\mathbf 1\mathbf 1^\top$ term deleted (it came from $\partial\mu/\partial x_j$) and $s$
-# renamed $r$. Still symmetric, so with $\mathbf g=\boldsymbol\gamma\odot\partial\mathcal L/\partial\mathbf y$,
-#
-# $$\frac{\partial\mathcal L}{\partial\mathbf x}=\mathbf J\mathbf g=\frac1r\Big(\mathbf g-\operatorname{mean}(\mathbf g\odot\hat{\mathbf x})\,\hat{\mathbf x}\Big),
-#   \qquad \frac{\partial\mathcal L}{\partial\gamma_j}=\sum_t\frac{\partial\mathcal L}{\partial y_{t,j}}\,\hat x_{t,j},$$
-#
-# where $t$ runs over every token (every leading index). There is no $\boldsymbol\beta$, so no
-# third gradient. Let us confirm $\partial r/\partial x_j=\hat x_j/d$ on the example first.
+# The same form as LayerNorm's $\partial s/\partial x_j=\hat x_j/d$, with $\hat{\mathbf x}=\mathbf x/r$; no term
+# from a mean, because there is none. The next cell confirms it on the example $(2,4,6,8)$.
+# </details>
 
 # %%
 h = 1e-6
@@ -253,15 +274,73 @@ for j in range(d):
 print("dr/dx: finite differences", np.array(numeric_dr), "   formula x_hat / d", x_hat_rms / d)
 
 # %% [markdown]
+# ### Step 2 · Derive one Jacobian entry $J_{ij}=\partial\hat x_i/\partial x_j$
+#
+# Apply the quotient rule to $\hat x_i=x_i/r$, with your step 1. Return one number for one pair $(i, j)$;
+# $\delta_{ij}$ is `(i == j)` in code. The check calls your function for every $i$ and $j$.
+
+# %%
+def my_jacobian_entry(x, eps, i, j):
+    """J[i, j] = d x_hat_i / d x_j of RMSNorm, one number. x: (d,) float64; i, j: indices of the features."""
+    return ...  # your expression
+
+
+# %%
+check_jacobian_entry(my_jacobian_entry, norm="rms")
+
+# %% [markdown]
+# <details><summary>Worked derivation of step 2</summary>
+#
+# $$\frac{\partial\hat x_i}{\partial x_j}=\frac{\delta_{ij}}{r}-\frac{x_i}{r^2}\cdot\frac{\hat x_j}{d}
+#   =\frac1r\Big(\delta_{ij}-\frac{\hat x_i\hat x_j}{d}\Big),\qquad
+#   \boxed{\;\mathbf J=\frac1r\Big(\mathbf I-\tfrac1d\hat{\mathbf x}\hat{\mathbf x}^\top\Big)\;}$$
+#
+# This is LayerNorm's $\frac1s(\mathbf I-\frac1d\mathbf 1\mathbf 1^\top-\frac1d\hat{\mathbf x}\hat{\mathbf x}^\top)$
+# with the $\mathbf 1\mathbf 1^\top$ term deleted (it came from $\partial\mu/\partial x_j$) and $s$ renamed $r$.
+# </details>
+#
+# ### Step 3 · Derive $\mathbf J^\top\mathbf g$
+#
+# Sum your entry against $g_i$ over $i$, term by term, and write the result for every $j$ at once, shape
+# `(d,)`, with whole-array operations (no `(d, d)` array).
+
+# %%
+def my_vjp(x, g, eps):
+    """(J^T g)_j for every j, shape (d,). x: (d,) the token, g: (d,) the gradient with respect to x_hat."""
+    return ...  # your expression
+
+
+# %%
+check_vjp_expression(my_vjp, norm="rms")
+
+# %% [markdown]
+# <details><summary>Worked derivation of step 3</summary>
+#
+# $\mathbf J$ is symmetric, so $\mathbf J^\top\mathbf g=\mathbf J\mathbf g$; $\sum_i g_i\delta_{ij}=g_j$ and
+# $\sum_i g_i\hat x_i\hat x_j/d=\operatorname{mean}(\mathbf g\odot\hat{\mathbf x})\,\hat x_j$. With the gain,
+#
+# $$\frac{\partial\mathcal L}{\partial\mathbf x}=\mathbf J\mathbf g=\frac1r\Big(\mathbf g-\operatorname{mean}(\mathbf g\odot\hat{\mathbf x})\,\hat{\mathbf x}\Big),
+#   \qquad \frac{\partial\mathcal L}{\partial\gamma_j}=\sum_t\frac{\partial\mathcal L}{\partial y_{t,j}}\,\hat x_{t,j},$$
+#
+# where $t$ runs over every token (every leading index). LayerNorm's formula loses its
+# $-\operatorname{mean}(\mathbf g)$ term; there is no $\boldsymbol\beta$, so no third gradient.
+# </details>
+
+# %% [markdown]
 # ### Exercise 2 · `rms_norm_backward`
 #
 # Write `rms_norm_backward(dy, x, gamma, eps=1e-6)` for `x` and `dy` of shape `(..., d)` and `gamma`
 # of shape `(d,)`. Return the tuple `(dx, dgamma)`: `dx` shaped like `x`, `dgamma` of shape `(d,)`,
-# both with `x`'s dtype.
+# both with `x`'s dtype: the formulas of the step 3 reveal.
+#
+# What the checks ask: in float64, `dx` and `dgamma` within a relative $10^{-9}$ of torch's autograd (the
+# largest error divided by the largest entry), and within $10^{-6}$ of central differences of **your**
+# `rms_norm`; for float32 inputs, float32 gradients within $10^{-5}$ of the float64 answer. The inputs
+# include one token, 2 to 4 dimensions, $\epsilon$ up to 1, rows whose RMS ranges from $10^{-6}$ to 10, small
+# tokens with an offset, and a gain with negative entries.
 #
 # *Hint:* recompute $r$ and $\hat{\mathbf x}$ as in the forward pass; reduce over the features with
-# `axis=-1, keepdims=True`; sum `dgamma` over `axis=tuple(range(x.ndim - 1))`. The check also
-# compares your backward with central differences of **your** `rms_norm`.
+# `axis=-1, keepdims=True`; sum `dgamma` over `axis=tuple(range(x.ndim - 1))`.
 #
 # **Stuck?** Run `hint("rms_norm_backward")` in a new cell: each call gives one more step
 # (the idea, what your last failed check points at, the shape of the code).
@@ -376,17 +455,23 @@ for token_scale in [1.0, 1e-3]:
 #
 # Large models store activations in bfloat16: the exponent range of float32 with only **8
 # significant bits** (7 stored, 1 implicit), about two to three decimal digits. For one number that
-# is often enough. For a sum it is not. Next to a running total $S$, consecutive bfloat16 numbers are
-# $S/256$ to $S/128$ apart, and rounding to nearest throws away any term smaller than half of that
-# gap. So once the total is about 256 times the next term, adding the term changes nothing: the sum
-# **stalls**. RMSNorm's statistic is exactly such a sum, $d$ squares, and $d=4096$ is a common width.
+# is often enough. For a long sum it may not be, and RMSNorm's statistic is exactly such a sum: $d$
+# squares, with $d=4096$ a common width.
 #
+# **Predict.** Start a bfloat16 total at 0 and add 1.0 to it 4096 times, rounding the total to bfloat16
+# after every addition (round to nearest, ties to even). What is the total at the end? Think about which
+# whole numbers 8 significant bits can hold.
+
+# %%
+guess_bf16_total_of_ones = ...  # your guess: the bfloat16 total after adding 1.0 4096 times
+
+# %% [markdown]
 # The next cell adds 4096 squares one at a time, in a bfloat16 accumulator and in a float32 one (the
 # terms themselves are the same bfloat16 numbers in both): first 4096 ones, where the stall is exact,
 # then the squares of 4096 standard normal samples, which is what a norm sees.
 
 # %%
-from normlab.precision import bf16_rms_norm_errors, bf16_running_sum, eps_differences, gemma_parameterisation  # noqa: E402
+from normlab.precision import bf16_rms_norm_errors, bf16_running_sum, eps_differences, gemma_parameterisation
 
 ones_sum = bf16_running_sum(np.ones(4096))
 print(f"adding 1.0 4096 times: float32 {ones_sum['fp32'][-1]:.0f}, bfloat16 {ones_sum['bf16'][-1]:.0f} "
@@ -418,7 +503,22 @@ ax_ratio.legend(markerscale=5)
 fig.tight_layout()
 plt.show()
 
+# %%
+compare(guess_bf16_total_of_ones, ones_sum["bf16"][-1], name="bfloat16 total of 4096 ones")
+
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# **256**, the count printed above. With 8 significant bits every whole number up to $2^8=256$ is exact, so
+# the first 256 additions are exact. Above 256 the spacing of bfloat16 numbers is 2: $256+1=257$ lies exactly
+# halfway between 256 and 258, and the tie goes to the even significand, 256. Every later addition of 1.0
+# is rounded away, so the remaining 3840 terms are lost.
+#
+# In general, next to a running total $S$ consecutive bfloat16 numbers are $S/256$ to $S/128$ apart, and
+# rounding to nearest throws away any term smaller than half of that gap. Once the total is about 256
+# times the next term, adding the term changes nothing: the sum **stalls**.
+# </details>
+#
 # Adding ones, the bfloat16 total stops for good at 256. With random squares it does not stop
 # completely, because the occasional large square still counts, but most terms are lost and the total
 # ends near half the true one. On the right, every term above the dashed line at 512 is lost and every
@@ -467,17 +567,58 @@ print(f"a gain of 1.5 after {gemma['steps']} steps of weight decay {gemma['decay
 
 # %% [markdown]
 # **The value of $\epsilon$, and where it sits.** $10^{-5}$ and $10^{-6}$ are both common, and
-# `nn.RMSNorm`'s default is neither (section 4). Putting $\epsilon$ outside the square root,
-# $\mathbf x/(\sqrt{m}+\epsilon)$, is a different function again. For a token with mean square $m$, the
-# first change moves the output by a relative amount of about $(10^{-5}-10^{-6})/(2m)$, the second by
-# about $\epsilon/\sqrt m$: invisible for ordinary tokens, of order one when $m$ approaches $\epsilon$. The next cell measures both, on tokens of $d=4096$
-# features scaled from $10^{-3}$ to $10$.
+# `nn.RMSNorm`'s default is neither (section 4). For a token with mean square $m\gg\epsilon$,
+# $\sqrt{m+\epsilon}\approx\sqrt m\,(1+\frac{\epsilon}{2m})$, so changing $\epsilon$ from $10^{-6}$ to $10^{-5}$ moves the
+# output by a relative amount of about $(10^{-5}-10^{-6})/(2m)$: invisible for ordinary tokens, of order one
+# when $m$ approaches $\epsilon$. Putting $\epsilon$ outside the square root, $\mathbf x/(\sqrt{m}+\epsilon)$, is a
+# different function again.
+#
+# **Predict.** A token has RMS 0.01, so $m=10^{-4}$, and $\epsilon=10^{-5}$. By what relative amount does
+# moving $\epsilon$ outside the root change its output, $\lVert\mathbf y_\text{outside}-\mathbf y_\text{inside}\rVert_\infty/\lVert\mathbf y_\text{inside}\rVert_\infty$?
+# (Write both denominators as $\sqrt m$ times a factor close to 1.)
+
+# %%
+guess_eps_outside_change = ...  # your guess: a relative change, e.g. 0.5 for 50 %
+
+# %% [markdown]
+# The next cell measures both variants on tokens of $d=4096$ features scaled from $10^{-3}$ to $10$, and the
+# one after it takes a token whose RMS is exactly 0.01.
 
 # %%
 eps_effects = eps_differences(scales=(1e-3, 1e-2, 1e-1, 1.0, 10.0), d=4096, norm="rms", eps=1e-5, other_eps=1e-6)
 print("token RMS   eps 1e-5 vs 1e-6   sqrt(m + eps) vs sqrt(m) + eps   (relative change of the output)")
 for scale, change, outside in zip(eps_effects["scales"], eps_effects["eps_change"], eps_effects["eps_outside"]):
     print(f"{scale:9g}   {change:16.1e}   {outside:30.1e}")
+
+# %%
+eps_token = 1e-5
+x_small = np.random.default_rng(5).standard_normal(4096)
+x_small *= 0.01 / np.sqrt(np.mean(x_small**2))  # RMS exactly 0.01, so m = 1e-4
+m_small = np.mean(x_small**2)
+y_inside = x_small / np.sqrt(m_small + eps_token)
+y_outside = x_small / (np.sqrt(m_small) + eps_token)
+measured_outside = np.max(np.abs(y_outside - y_inside)) / np.max(np.abs(y_inside))
+print(f"RMS 0.01, eps = 1e-5: measured relative change {measured_outside:.4f}")
+print(f"first order |eps/(2m) - eps/sqrt(m)| = {abs(eps_token / (2 * m_small) - eps_token / np.sqrt(m_small)):.4f}"
+      f"   (eps/(2m) = {eps_token / (2 * m_small):.4f}, eps/sqrt(m) = {eps_token / np.sqrt(m_small):.4f})")
+compare(guess_eps_outside_change, measured_outside, name="relative change with eps outside the root, RMS 0.01")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# **About 5 %** (the cell prints 0.0478). Write $r=\sqrt{m+\epsilon}=\sqrt m\,\sqrt{1+\epsilon/m}\approx\sqrt m\,(1+\frac{\epsilon}{2m})$
+# and $r_\text{outside}=\sqrt m+\epsilon=\sqrt m\,(1+\frac{\epsilon}{\sqrt m})$. The output is $\mathbf x$ divided by
+# one of them, so
+#
+# $$\frac{\mathbf y_\text{outside}}{\mathbf y_\text{inside}}=\frac{r}{r_\text{outside}}\approx1+\frac{\epsilon}{2m}-\frac{\epsilon}{\sqrt m},
+#   \qquad\text{relative change}\approx\Big|\frac{\epsilon}{2m}-\frac{\epsilon}{\sqrt m}\Big| .$$
+#
+# At $m=10^{-4}$ the first term is 0.05 and the second 0.001: what matters is not the $\epsilon$ added
+# outside but the $\epsilon$ *missing* inside. The first-order value, 0.049, is a little above the measured
+# one because $\epsilon/m=0.1$ is not very small (the next term of $\sqrt{1+\epsilon/m}$ is $-\epsilon^2/(8m^2)$).
+# For a unit-size token ($m=1$) the two terms combine to $-\epsilon/2$, five parts per million (the table's
+# RMS 1 row); for $m\lesssim\epsilon$ the approximation fails and the change is of order one (its first row).
+# </details>
 
 # %% [markdown]
 # For unit-size tokens the differences are a few parts per million: small, but real, and they pass
@@ -489,8 +630,9 @@ for scale, change, outside in zip(eps_effects["scales"], eps_effects["eps_change
 # ## 7. Speed, honestly
 #
 # Zhang & Sennrich (2019) measured RMSNorm cutting running time by 7 % to 64 % compared with
-# LayerNorm, depending on the model. Those were whole models, with each norm written as a chain of
-# separate operations. Before quoting that number about your own code, ask what a norm costs.
+# LayerNorm, depending on the model. Those were whole models, timed in the frameworks of the day. Why
+# the saving was that large is not something their paper isolates; below we offer one explanation, and
+# it is a hypothesis. Before quoting the number about your own code, ask what a norm costs.
 #
 # Per element, a norm does a handful of additions and multiplications, and it must read $\mathbf x$
 # and write $\mathbf y$ at least once. A modern processor does arithmetic far faster than it moves
@@ -507,7 +649,7 @@ for scale, change, outside in zip(eps_effects["scales"], eps_effects["eps_change
 #   compiles, which takes tens of seconds).
 
 # %%
-from normlab.speed import format_speed_table, speed_ratios, speed_table  # noqa: E402
+from normlab.speed import format_speed_table, speed_ratios, speed_table
 
 if GRADING:  # a tiny array and two calls per row: this only proves that the cell runs
     speed_rows = speed_table(shape=(64, 1024), compile=False, budget_s=0.0, min_repeats=1)
@@ -530,8 +672,9 @@ if ratios["fused_ln_fraction_of_copy"]:
 # build; read them, not the ones you expect):
 #
 # - **numpy, like with like.** Both norms are chains of whole-array operations, and RMSNorm's chain
-#   is shorter: it should win, in roughly the proportion of passes. This is the situation
-#   Zhang & Sennrich measured, unfused operations, and it is where their 7–64 % comes from.
+#   is shorter: it should win, in roughly the proportion of passes. Our hypothesis is that
+#   Zhang & Sennrich's 7–64 % comes mostly from this situation, norms run as unfused operations; it
+#   fits the numbers here, but their paper does not test it.
 # - **torch, fused against unfused.** `F.layer_norm` reads $\mathbf x$ once and writes $\mathbf y$ once.
 #   An RMSNorm written as `x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * gamma` makes a pass
 #   per operation, so on a CPU build of torch the norm that does *more* arithmetic can take *less*
@@ -595,7 +738,7 @@ print(f"largest deviation of |RMSNorm(x)|^2 / d from 1: {np.max(np.abs(output_sq
 
 # %%
 d_model = 4096
-count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
+count = lambda module: sum(p.numel() for p in module.parameters())
 n_rms, n_ln = count(torch.nn.RMSNorm(d_model)), count(torch.nn.LayerNorm(d_model))
 n_linear = count(torch.nn.Linear(d_model, d_model, device="meta"))
 print(f"RMSNorm({d_model}): {n_rms} parameters;  LayerNorm({d_model}): {n_ln}")
@@ -662,7 +805,8 @@ print(f"a LayerNorm is {100 * n_ln / n_linear:.3f} % of that Linear, an RMSNorm 
 # Not necessarily. A norm reads and writes each activation about once, so a good kernel is bound by
 # memory traffic, and both norms move the same bytes; saving one reduction matters only when the
 # kernels are not fused and each extra operation is one more pass over memory. Their 7–64 % were
-# measured on whole models with unfused operations. On a CPU, PyTorch's LayerNorm is one fused kernel
+# measured on whole models; that unfused operations explain most of it is a plausible hypothesis, not
+# their finding. On a CPU, PyTorch's LayerNorm is one fused kernel
 # while an RMSNorm written as separate tensor operations makes several passes, so the "slower" norm can
 # win. Compare like with like (both fused, or both unfused) and report bandwidth, not only time.
 # </details>
@@ -693,3 +837,5 @@ progress()
 #
 # *References:* Zhang & Sennrich (2019), *Root Mean Square Layer Normalization*;
 # Ba, Kiros & Hinton (2016), *Layer Normalization*.
+#
+# Next: [05 · Where the norm goes: pre-LN, post-LN and the output norm](05_placement.ipynb)

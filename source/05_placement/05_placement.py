@@ -20,14 +20,23 @@
 # at initialisation, whether the model needs a learning-rate warm-up, how much the deep layers
 # can still change the representation, and whether the model trains at all at large depth.
 #
-# In this notebook you will
+# By the end of this notebook you will be able to
 #
 # 1. write one function that builds a residual sublayer in each of the three placements,
-# 2. run your function in a deep stack and watch the residual stream grow (or not),
-# 3. follow the gradient-scale argument of Xiong et al. (2020) and measure it,
-# 4. see what pre-LN gives up, and why it needs a final norm,
-# 5. meet the placements of real models, the parallel block and QK-norm, and
+# 2. predict, and measure, how fast the residual stream grows with depth in each placement,
+# 3. reproduce the gradient-scale argument of Xiong et al. (2020) and say which layers of a
+#    post-LN model get the large gradients, and why,
+# 4. explain what pre-LN gives up, and why it needs a final norm,
+# 5. name the placements of real models, the parallel block and QK-norm, and
 # 6. check your function against PyTorch's own `TransformerEncoderLayer`.
+#
+# It takes about 60 minutes. It builds on LayerNorm's backward pass
+# ([notebook 03](03_backward.ipynb)): the gradient through a norm is divided by the scale of
+# its input.
+#
+# **Predict, then run.** A few cells ask you for a guess first: replace the `...` in the
+# `guess_...` cell, run it, then run the cell after it, which measures the answer and tells you
+# how close you were. Nothing about a guess is graded.
 #
 # **How the exercise works.** Replace `raise NotImplementedError()` with your code, run the
 # cell, then run the checks below it. Until you implement the function, its checks fail with
@@ -47,6 +56,7 @@ from grader.checks.placement import (
 )
 from grader.compare import check_signature
 from grader.learner import hint, progress
+from grader.predict import choose, compare
 
 np.set_printoptions(precision=3, suppress=True)
 # nbgrader sets NBGRADER_EXECUTION while it grades: the experiments then run their quick versions.
@@ -98,6 +108,13 @@ QUICK = bool(os.environ.get("NBGRADER_EXECUTION"))
 #
 # The checks pass you recording versions of `F` and `norm` that log every call, then tell you
 # which composition your code actually built.
+#
+# What the grader runs besides the checks you see: the same three modes on inputs of shapes
+# 1×3, 16×32, 2×2×2×4, 3×1×7, 5 (one axis), 2×3×4×9, 64 (one axis) and 4×2,
+# with three kinds of test functions (an MLP with a length-2 norm, an affine map with a min-max
+# norm, and an elementwise sine with a mean-scaling norm); and a `ValueError` naming the three
+# modes for `"PRE"`, `" pre"`, `"post "`, `"pre-LN"`, `"postln"`, `"outputs"`, `"norm"`,
+# `"sandwich"`, `"parallel"`, `0`, `1` and `b"pre"`.
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
@@ -170,8 +187,16 @@ for mode in ["pre", "post", "output"]:
 # stream. Each $F$ is a small MLP with random weights, $F(\mathbf h)=\operatorname{relu}(\mathbf h\mathbf W_1)\mathbf W_2$
 # with $\mathbf W_1\in\mathbb R^{d\times 4d}$ and $\mathbf W_2\in\mathbb R^{4d\times d}$, both drawn with
 # variance $1/\text{fan-in}$, the usual initialisation. The norm is a LayerNorm without gain or
-# shift. Watch the root mean square of the stream, $\lVert\mathbf x_\ell\rVert/\sqrt d$, as
+# shift. Watch the root mean square (RMS) of the stream, $\lVert\mathbf x_\ell\rVert/\sqrt d$, as
 # $\ell$ grows.
+#
+# **Predict first.** The stream starts with RMS 1 (standard normal tokens). In pre-LN every
+# sublayer adds a write computed from a normalised input. What is the stream's RMS after the
+# 64th sublayer? (Think about how large one write is, and whether random writes add up like
+# numbers or like the sides of a right triangle.)
+
+# %%
+guess_pre_rms_64 = ...  # your guess: RMS of the pre-LN stream after 64 sublayers
 
 # %%
 def layer_norm(h, eps=1e-5):
@@ -205,6 +230,21 @@ for mode, rms in rms_by_mode.items():
     print(f"{mode:>6}: stream RMS at layers {[p for p in picks if p <= n_layers]}: "
           f"{np.round(rms[[p for p in picks if p <= n_layers]], 2)}")
 
+# %%
+pre_rms_last = rms_by_mode["pre"][-1]
+print(f"pre-LN stream RMS after {n_layers} sublayers: {pre_rms_last:.2f}"
+      + ("   (quick run under grading: fewer layers than 64)" if QUICK else ""))
+compare(guess_pre_rms_64, pre_rms_last, name="pre-LN stream RMS after 64 sublayers", rel=0.2)
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# About 6, not 64 and not 1. Each write has squared norm about $d/2$ (the next cells explain the
+# $\tfrac12$), and random writes are nearly orthogonal to the stream, so squared norms add:
+# $\lVert\mathbf x_{64}\rVert^2\approx d+64\cdot d/2$, an RMS of about $\sqrt{33}\approx5.7$.
+# The stream grows like the square root of the depth.
+# </details>
+
 # %% [markdown]
 # Three different stories. Post-LN renormalises the stream after every sublayer, so its RMS
 # stays at 1 (up to $\epsilon$) however deep the model is. Pre-LN lets the stream accumulate:
@@ -236,16 +276,37 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
+# Where $c\approx\tfrac12$ comes from, measured. A normalised input $\mathbf h$ has
+# $\lVert\mathbf h\rVert\approx\sqrt d$, so each of the $4d$ pre-activations of $\mathbf h\mathbf W_1$ is
+# roughly standard normal. ReLU zeroes about half of them and keeps the rest, and a standard
+# normal $z$ has $\mathbb E[\operatorname{relu}(z)^2]=\tfrac12$: the hidden vector has squared norm
+# about $4d\cdot\tfrac12=2d$, a norm of about $\sqrt{2d}$ (not $\sqrt{4d}$). Then $\mathbf W_2$, of
+# variance $1/(4d)$, maps it to a write whose $d$ entries each have variance $2d/(4d)=\tfrac12$.
+
+# %%
+rng_check = np.random.default_rng(5)
+d_check = 64
+W1_check = rng_check.standard_normal((d_check, 4 * d_check)) / np.sqrt(d_check)
+W2_check = rng_check.standard_normal((4 * d_check, d_check)) / np.sqrt(4 * d_check)
+h_check = layer_norm(rng_check.standard_normal((256, d_check)))
+hidden_check = np.maximum(h_check @ W1_check, 0.0)
+write_check = hidden_check @ W2_check
+print(f"d = {d_check}, 256 tokens: mean |relu(h W1)| = {np.linalg.norm(hidden_check, axis=-1).mean():.2f},  "
+      f"sqrt(2d) = {np.sqrt(2 * d_check):.2f},  sqrt(4d) = {np.sqrt(4 * d_check):.2f}")
+print(f"mean |write|² / d = {np.mean(np.sum(write_check**2, axis=-1)) / d_check:.3f}  (c ≈ 1/2)")
+
+# %% [markdown]
 # ## 3. The gradient-scale argument
 #
 # Xiong et al. (2020) analysed both placements at initialisation. The argument fits on a
 # whiteboard once two facts are on the table.
 #
-# * **Fact one, from notebook 03.** The gradient that flows back through a norm is divided by
+# * **Fact one, from [notebook 03](03_backward.ipynb).** The gradient that flows back through a norm is divided by
 #   the scale of the norm's input, $s=\lVert\mathbf x-\mu\mathbf 1\rVert/\sqrt d$. A stream four
 #   times larger receives a gradient four times smaller.
-# * **Fact two, from the plot above.** In pre-LN the stream grows like $\sqrt\ell$; in post-LN it
-#   stays at $\sqrt d$.
+# * **Fact two, from the plot above.** In pre-LN the stream's RMS grows like $\sqrt{1+c\ell}$, so
+#   its norm $\lVert\mathbf x_\ell\rVert$ grows like $\sqrt{d\,(1+c\ell)}$; in post-LN the RMS stays
+#   at 1 and the norm at $\sqrt d$.
 #
 # **Pre-LN.** The loss sees the stream only through the final norm, whose input has scale about
 # $\sqrt{1+cS}\sim\sqrt S$. By fact one, the gradient entering the stream is damped by about
@@ -257,9 +318,15 @@ plt.show()
 # **Post-LN.** The stream is renormalised after each sublayer, so the last sublayer's gradient
 # does not depend on the depth at all. Going down one sublayer, the gradient crosses the
 # Jacobian of $\operatorname{N}(\mathbf z)$ at $\mathbf z=\mathbf x+F(\mathbf x)$, a sum of two
-# vectors of comparable size, hence larger than $\sqrt d$: the norm divides the gradient by a
-# factor above one, sublayer after sublayer (the branch's own Jacobian gives some of it back).
-# The top layers get the large gradients.
+# vectors of comparable size, hence larger than $\sqrt d$, and then the branch's Jacobian
+# $\mathbf I+\partial F/\partial\mathbf x$. The first divides each token's gradient by a factor
+# above one, the second multiplies it by about as much, so the size per token roughly holds
+# (the measurement below shows it). What the two do not preserve is the *direction*: each token's
+# gradient is projected and masked in its own way (the norm removes that token's own
+# $\hat{\mathbf x}$, the ReLU passes that token's own units). A weight gradient is a sum over
+# tokens, and after many sublayers the tokens' gradients no longer agree, so the sum shrinks.
+# That is the one mechanism behind post-LN's profile: the layers near the output, whose tokens'
+# gradients still agree, get the large gradients.
 #
 # Xiong et al. state the result for the second weight matrix $\mathbf W^{2,L}$ of the last MLP in
 # a model with $L$ layers: with high probability at initialisation,
@@ -289,12 +356,18 @@ plt.show()
 # layer's output matrix, averaged over four random initialisations. Pre-LN gets its final norm;
 # post-LN needs none, since its stream is already normalised. It runs in torch (float32, on the
 # CPU); under grading it runs a quick version with smaller, shallower models.
+#
+# **Predict first.** In the post-LN model of depth 128, which layer's output matrix gets the
+# larger gradient: the first (next to the input) or the last (next to the loss)?
 
 # %%
-import torch  # noqa: E402,F401  (the experiments below run in torch; the exercise did not need it)
-from IPython.display import display  # noqa: E402
+guess_post_ln_larger = ...  # your guess: "first" or "last"
 
-from normlab.placement import (  # noqa: E402
+# %%
+import torch  # the experiments below run in torch; the exercise did not need it
+from IPython.display import display
+
+from normlab.placement import (
     format_gradient_table,
     gradient_scale_table,
     plot_gradient_scale,
@@ -311,58 +384,71 @@ print(format_gradient_table(table))
 print(f"({table['seconds']:.1f} s)")
 
 # %%
+deepest = table["depths"][-1]
+post_deep = table["norms"]["post"][deepest]
+larger = "last" if post_deep[-1] > post_deep[0] else "first"
+print(f"post-LN, depth {deepest}: first layer {post_deep[0]:.1f}, last layer {post_deep[-1]:.1f} "
+      f"(last / first = {post_deep[-1] / post_deep[0]:.1f})" + ("   (quick run: shallower than 128)" if QUICK else ""))
+choose(guess_post_ln_larger, ["first", "last"], larger, name="larger gradient under post-LN at depth 128")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# The last one, by a wide factor (the cell prints it). Post-LN's stream is renormalised after
+# every sublayer, so the gradient that reaches the top layers does not shrink with depth; the
+# further down a layer sits, the more sublayers its tokens' gradients have crossed, and the less
+# they agree with each other. Xiong et al. (2020) bound the last layer's gradient independently of
+# the depth, which is why post-LN needs a warm-up.
+# </details>
+
+# %%
 fig = plot_gradient_scale(table)
 display(fig)
 
 # %% [markdown]
 # Each panel is one placement; each line is one model depth; the horizontal axis is the
-# layer's position, input on the left. Now put the numbers beside the ones a textbook version
-# of this experiment reports for depths 8 and 128 (they come from a differently configured
-# run, so only their pattern, not their size, should carry over).
+# layer's position, input on the left. The next cell reads the two statements of Xiong et al.'s
+# theorem off the measurement: post-LN's last layer against the depth, and pre-LN's last layer
+# against the $1/\sqrt L$ rate.
 
 # %%
 L_lo, L_hi = table["depths"][0], table["depths"][-1]
 post, pre = table["norms"]["post"], table["norms"]["pre"]
 rows = [
-    # quantity, textbook value at depths 8 -> 128, measured here at L_lo -> L_hi
-    ("post-LN, last layer", "≈30 → ≈30", f"{post[L_lo][-1]:.1f} → {post[L_hi][-1]:.1f}"),
-    ("post-LN, first layer", "≈14 → ≈2", f"{post[L_lo][0]:.1f} → {post[L_hi][0]:.1f}"),
-    ("post-LN, last / first at the deepest", "≈15", f"{post[L_hi][-1] / post[L_hi][0]:.1f}"),
-    ("pre-LN, last layer", "≈14 → ≈4", f"{pre[L_lo][-1]:.1f} → {pre[L_hi][-1]:.1f}"),
-    ("pre-LN, last layer, deepest / shallowest", "≈4/14 = 0.29", f"{pre[L_hi][-1] / pre[L_lo][-1]:.2f}"),
-    ("1/sqrt(depth ratio), the theorem's rate", f"{np.sqrt(8 / 128):.2f}", f"{np.sqrt(L_lo / L_hi):.2f}"),
-    ("pre-LN, max / min over layers at the deepest", "much below 15", f"{pre[L_hi].max() / pre[L_hi].min():.1f}"),
+    ("post-LN, last layer", f"{post[L_lo][-1]:.1f} → {post[L_hi][-1]:.1f}"),
+    ("post-LN, first layer", f"{post[L_lo][0]:.1f} → {post[L_hi][0]:.1f}"),
+    ("post-LN, last / first at the deepest", f"{post[L_hi][-1] / post[L_hi][0]:.1f}"),
+    ("pre-LN, last layer", f"{pre[L_lo][-1]:.1f} → {pre[L_hi][-1]:.1f}"),
+    ("pre-LN, last layer, deepest / shallowest", f"{pre[L_hi][-1] / pre[L_lo][-1]:.2f}"),
+    ("1/sqrt(depth ratio), the theorem's rate", f"{np.sqrt(L_lo / L_hi):.2f}"),
+    ("pre-LN, max / min over layers at the deepest", f"{pre[L_hi].max() / pre[L_hi].min():.1f}"),
 ]
-print(f"depths: textbook 8 → 128, here {L_lo} → {L_hi}" + ("   (quick run under grading)" if QUICK else ""))
-print(f"{'':44s} {'textbook':>14s} {'measured here':>16s}")
-for name, book, here in rows:
-    print(f"{name:44s} {book:>14s} {here:>16s}")
-# post-LN's imbalance compounds a per-sublayer factor: the L-th root of last / first.
-for label, ratio, depth in [("textbook", 30 / 2, 128), ("here", post[L_hi][-1] / post[L_hi][0], L_hi)]:
-    print(f"post-LN gradient lost per sublayer ({label}): factor {ratio ** (-1 / (depth - 1)):.4f}")
+print(f"depths {L_lo} → {L_hi}" + ("   (quick run under grading)" if QUICK else ""))
+for name, here in rows:
+    print(f"{name:44s} {here:>16s}")
 
 # %% [markdown]
-# **Reading the comparison.** The two statements of Xiong et al.'s theorem show up in both
-# columns: post-LN's last layer gets a gradient that does not shrink as the model gets deeper,
-# and pre-LN's last layer gets one that shrinks at close to the theorem's rate, $1/\sqrt L$.
+# **Reading the numbers.** Both statements of Xiong et al.'s theorem show up: post-LN's last
+# layer gets a gradient that does not shrink as the model gets deeper, and pre-LN's last layer
+# gets one that shrinks at close to the theorem's rate, $1/\sqrt L$.
 #
-# The absolute values are not comparable, and they should not be. The gradient
+# The absolute values depend on the set-up, and they should. The gradient
 # $\partial\mathcal L/\partial\mathbf W_2$ is a sum over tokens of outer products of the layer's
-# activation (whose norm grows like $\sqrt{4d}$) with the gradient reaching the stream (which
-# scales with the norm of the loss vector, $\sqrt d$); that is the factor $d$ in both of Xiong et
-# al.'s bounds. Another width, another loss (how many tokens it averages, how large its random
-# vector is), another activation or initialisation changes every number by a constant.
+# hidden activation (of norm about $\sqrt{2d}$, measured in Section 2) with the gradient reaching
+# the stream (which scales with the norm of the loss vector, $\sqrt d$); that is the factor $d$ in
+# both of Xiong et al.'s bounds. Another width, another loss (how many tokens it averages, how
+# large its random vector is), another activation or initialisation changes every number by a
+# constant.
 #
-# The **size of post-LN's imbalance** is the most sensitive number of all, because it compounds
-# over the depth (the last lines above: a per-sublayer factor raised to the power $L$). To see
-# where it comes from, look at the gradient on the stream itself, $\partial\mathcal L/\partial\mathbf x_\ell$,
+# The **size of post-LN's imbalance** is the most sensitive number of all, because it builds up
+# over the depth. To see where it comes from, look at the gradient on the stream itself, $\partial\mathcal L/\partial\mathbf x_\ell$,
 # at the input of the first, the middle and the last sublayer. Two numbers per layer: its size
 # for one token, and its *coherence*, the length of the tokens' average gradient divided by the
 # average length (1 when all tokens' gradients point the same way, near $1/\sqrt{\text{tokens}}$
 # when they are unrelated). A weight gradient is a sum over tokens, so it needs both.
 
 # %%
-from normlab.placement import stream_gradients  # noqa: E402
+from normlab.placement import stream_gradients
 
 L_flow = 16 if QUICK else 64
 flow_kwargs = dict(d=32, tokens=32, seeds=2) if QUICK else {}
@@ -376,9 +462,9 @@ for mode in ["post", "pre"]:
     print(f"{mode + '-LN':8} {sizes:>26} {coherence:>26}")
 
 # %% [markdown]
-# In post-LN each token's gradient keeps roughly its size all the way down: the norm's Jacobian
-# takes away about as much as the branch's Jacobian $\mathbf I+\partial F/\partial\mathbf x$ gives
-# back. What changes is its direction. Every sublayer treats each token's gradient differently:
+# This is the mechanism of Section 3, measured. In post-LN each token's gradient keeps roughly its
+# size all the way down: the norm's Jacobian takes away about as much as the branch's Jacobian
+# $\mathbf I+\partial F/\partial\mathbf x$ gives back. What changes is its direction. Every sublayer treats each token's gradient differently:
 # the norm projects out *that token's* direction $\hat{\mathbf x}$, and the branch's ReLU lets a
 # different set of units through for each token. After many sublayers the tokens' gradients no
 # longer agree, and their sum, the gradient of a bottom layer's weights, is small. In pre-LN the
@@ -458,9 +544,13 @@ display(fig)
 # %% [markdown]
 # This fits an observation made on trained open LLMs: many of their deep layers can be removed
 # with little loss. Sun et al. (2025) call it the curse of depth and propose **LayerNorm
-# scaling**: multiply the output of the $\ell$-th layer's norm by $1/\sqrt\ell$, which keeps the
-# stream's variance from growing with depth. The next cell measures the stream with and without
-# that scaling. (At initialisation the scaling also shrinks each write, so it does not by itself
+# scaling**: multiply the output of the $\ell$-th layer's norm by $1/\sqrt\ell$. That slows the
+# stream's growth; it does not stop it. With the scaling, the write of layer $\ell$ has squared
+# norm about $c\,d/\ell$ instead of $c\,d$, so the squared norms add up to
+# $\lVert\mathbf x_0\rVert^2+c\,d\,(1+\tfrac12+\dots+\tfrac1\ell)\approx\lVert\mathbf x_0\rVert^2+c\,d\,(\ln\ell+0.58)$:
+# the squared norm grows like $\ln\ell$ rather than like $\ell$. The next cell measures the
+# stream with and without that scaling, and the cell after it compares the scaled stream with
+# this logarithmic law. (At initialisation the scaling also shrinks each write, so it does not by itself
 # make a deep write a larger fraction of the stream; Sun et al.'s argument is about keeping the
 # output variance, and with it the deep layers' usefulness, under control during training.)
 
@@ -475,6 +565,21 @@ for layer in [1, 4, 16, 64]:
     if layer <= depth_sun:
         print(f"{layer:>5} {plain_stream[layer]:>10.1f} {sun_stream[layer]:>14.1f} "
               f"{plain_write[layer - 1]:>16.3f} {sun_write[layer - 1]:>20.3f}")
+
+# %%
+# c from the unscaled stream (|x_l|² = |x_0|² + l c d), then the harmonic law for the scaled one.
+d_sun = kwargs.get("d", 64)
+c_sun = (plain_stream[-1] ** 2 - plain_stream[0] ** 2) / (depth_sun * d_sun)
+harmonic = np.cumsum(1.0 / np.arange(1, depth_sun + 1))
+predicted_sun = np.sqrt(sun_stream[0] ** 2 + c_sun * d_sun * harmonic)
+print(f"c = {c_sun:.2f} from the unscaled stream")
+for layer in [4, 16, 64]:
+    if layer <= depth_sun:
+        print(f"layer {layer:>2}: scaled |x| measured {sun_stream[layer]:5.1f}, "
+              f"sqrt(|x_0|² + c d H_l) = {predicted_sun[layer - 1]:5.1f}  (H_l = 1 + 1/2 + ... + 1/l = {harmonic[layer - 1]:.2f})")
+print(f"growth of |x|² from layer {depth_sun // 4} to {depth_sun}: unscaled "
+      f"{(plain_stream[-1] ** 2 - plain_stream[0] ** 2) / (plain_stream[depth_sun // 4] ** 2 - plain_stream[0] ** 2):.2f}x, "
+      f"scaled {(sun_stream[-1] ** 2 - sun_stream[0] ** 2) / (sun_stream[depth_sun // 4] ** 2 - sun_stream[0] ** 2):.2f}x")
 
 # %% [markdown]
 # **Post-LN can end up better, if it trains.** Liu et al. (2020) argued that post-LN's
@@ -596,8 +701,9 @@ for norm_first, mode in [(False, "post"), (True, "pre")]:
 # <details><summary><b>Why do post-LN Transformers need a learning-rate warm-up, and pre-LN ones often not?</b></summary>
 #
 # Post-LN renormalises the stream after every sublayer, so the gradient of the top layers does not
-# shrink with depth, and on the way down each norm's Jacobian rescales it again: the top layers
-# get the largest gradients. Xiong et al. (2020) bound the last MLP's output-matrix gradient by
+# shrink with depth. On the way down, each sublayer projects and masks every token's gradient
+# in its own way, so the tokens' gradients stop agreeing and the weight gradients of the lower
+# layers, sums over tokens, come out smaller: the top layers get the largest gradients. Xiong et al. (2020) bound the last MLP's output-matrix gradient by
 # $\mathcal O(d\sqrt{\ln d})$ for post-LN and $\mathcal O(d\sqrt{\ln d/L})$ for pre-LN. In pre-LN the
 # stream grows like $\sqrt\ell$, the final norm divides the incoming gradient by about $\sqrt L$,
 # and the identity path hands that damped gradient down to every layer. Large top-layer
@@ -675,3 +781,5 @@ progress()
 # Layers*. Dehghani et al. (2023), *Scaling Vision Transformers to 22 Billion Parameters*. OLMo
 # Team (2024), *2 OLMo 2 Furious*. Sun et al. (2025), *The Curse of Depth in Large Language
 # Models*.
+#
+# Next: [06 · Mean and variance in one stable pass](06_welford.ipynb)

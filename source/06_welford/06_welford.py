@@ -19,16 +19,24 @@
 # us learned for that, $\sigma^2=\operatorname{mean}(x^2)-\mu^2$, does read the data once, and it
 # quietly destroys every digit of the answer when the mean is large compared with the spread.
 #
-# In this notebook you will
+# By the end of this notebook you will be able to
 #
-# 1. see that cancellation happen, in float64 and in float32, and measure how it grows with
-#    the offset of the data,
-# 2. see why the *order* of a sum matters too (NumPy sums pairwise),
-# 3. implement **Welford's algorithm**: one pass, one element at a time, and stable,
+# 1. predict how many digits $\operatorname{mean}(x^2)-\mu^2$ loses at a given offset, in float64
+#    and in float32, and measure it,
+# 2. explain why the *order* of a sum matters too (NumPy sums pairwise),
+# 3. derive Welford's update of the sum of squared deviations and implement **Welford's
+#    algorithm**: one pass, one element at a time, and stable,
 # 4. implement the **parallel merge** of two partial results (Chan, Golub & LeVeque), the
 #    reduction that GPU kernels spread over their threads, and
 # 5. compute LayerNorm's statistics for a `(T, d)` array with it, one feature at a time and
 #    as a tree of "threads".
+#
+# It takes about 75 minutes. The notebook assumes LayerNorm's definition
+# ([notebook 01](01_bn_vs_ln.ipynb)); it stands on its own otherwise.
+#
+# **Predict, then run.** A few cells ask you for a guess first: write a number in place of the
+# `...` in the `guess_...` cell, run it, then run the cell after it, which measures the answer
+# and tells you how close you were. Nothing about a guess is graded.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
@@ -45,10 +53,12 @@ from grader.checks.welford import (
     check_welford_combine,
     check_welford_mean_var,
     check_welford_one_pass,
+    check_m2_update,
     exact_mean_var,
 )
 from grader.compare import check_signature
 from grader.learner import hint, progress
+from grader.predict import compare
 from normlab.welford_demo import (
     NAIVE_GUIDE,
     WELFORD_GUIDE,
@@ -135,6 +145,13 @@ print(f"spacing of float32 numbers near 5.2e6: {np.spacing(np.float32(5.2e6))}")
 # them to an offset $\mu$ between $10^0$ and $10^{12}$, stores them in float64 or float32, and
 # compares each formula with the exact variance of the stored values (rational arithmetic,
 # rounded once). Each point is the median over a few independent draws.
+#
+# **Predict first.** The data are $10^8+\mathcal N(0,1)$ in float64, so $\mu/\sigma\approx10^8$.
+# How many correct significant decimal digits does $\operatorname{mean}(x^2)-\mu^2$ keep? (A
+# relative error of $10^{-k}$ means $k$ correct digits; 100% or more means none.)
+
+# %%
+guess_naive_digits_1e8 = ...  # your guess: a whole number of correct digits, from 0 to 16
 
 # %%
 offsets = 10.0 ** np.arange(13)
@@ -155,9 +172,28 @@ fig = variance_error_figure(
           f"{1 / np.sqrt(U32):.0e} in float32)")
 plt.show()
 
+# %%
+naive_error_1e8 = sweep["float64"]["E[x²] − μ² (naive)"][8]
+naive_digits_1e8 = int(max(0.0, np.floor(-np.log10(naive_error_1e8))))
+print(f"float64, offset 1e8: relative error {naive_error_1e8:.2f}, so {naive_digits_1e8} correct digits")
+compare(guess_naive_digits_1e8, naive_digits_1e8, name="digits kept by E[x²] − μ² at offset 1e8")
+
 # %% [markdown]
-# The naive formula follows the dotted line $u(1+\mu^2/\sigma^2)$: every factor of 10 in the
-# offset costs two digits. In float64 the data $10^8+\mathcal N(0,1)$ leaves it no correct digit
+# <details><summary>Answer</summary>
+#
+# None. Both $\operatorname{mean}(x^2)$ and $\mu^2$ are about $10^{16}$ and each carries a rounding
+# error of about $u\cdot10^{16}\approx1$, the size of the variance itself: the relative error is
+# $u(1+\mu^2/\sigma^2)\approx1.1$, and the cell measured it. Every factor of 10 in the offset
+# costs two digits, and float64 has about 16 to spend, so they are gone at $10^8$.
+# </details>
+
+# %% [markdown]
+# The naive formula follows the dotted line $u(1+\mu^2/\sigma^2)$, the rounding of its two
+# large terms alone: every factor of 10 in the offset costs two digits. (That line is an
+# estimate for sums as accurate as NumPy's pairwise ones. For the same sums accumulated left to
+# right, Chan, Golub & LeVeque (1983) bound the relative error by about $n\,\kappa^2u$, with
+# $\kappa=\sqrt{1+\mu^2/\sigma^2}\approx|\mu|/\sigma$ the condition number of the data: the
+# same $(\mu/\sigma)^2$, and a factor $n$ more.) In float64 the data $10^8+\mathcal N(0,1)$ leaves it no correct digit
 # (the answer can even be negative); in float32 an offset of a few thousand is enough. The
 # float32 curves stop at $10^8$: there the spacing of float32 numbers exceeds the spread of the
 # data, so the stored values are all equal and there is nothing left to measure. The two-pass
@@ -176,6 +212,13 @@ plt.show()
 # blocks are added directly, longer ones split in halves); `np.cumsum`, and any Python loop,
 # add left to right. Here are both on uniform float32 numbers in $[0, 1)$, against the
 # correctly rounded `math.fsum`.
+#
+# **Predict first.** For $n=2^{22}$ (about 4.2 million) float32 values, how many times smaller
+# is the relative error of the pairwise sum than that of the left-to-right sum? The two bounds
+# above differ by $(n-1)/\log_2 n$, about $1.9\times10^5$ here; do the actual errors differ as much?
+
+# %%
+guess_sum_error_ratio = ...  # your guess: (left-to-right error) / (pairwise error) at n = 2**22
 
 # %%
 rng = np.random.default_rng(0)
@@ -197,6 +240,22 @@ fig = summation_error_figure(sums, U32, title=f"Pairwise sum: {sums['sequential'
                              f"smaller error than left to right (n = {n_sum:,})")
 plt.show()
 
+# %%
+sum_error_ratio = sums["sequential"][-1] / sums["pairwise"][-1]
+print(f"n = {n_sum:,}: bound ratio (n - 1) / log2(n) = {(n_sum - 1) / np.log2(n_sum):.3g}, "
+      f"measured error ratio {sum_error_ratio:.3g}" + ("   (quick run: n is smaller than 2**22)" if FAST else ""))
+compare(guess_sum_error_ratio, sum_error_ratio, name="left-to-right error / pairwise error", rel=0.5)
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Large, but far less than the ratio of the bounds; the cell prints both. A bound assumes that
+# every rounding error has the worst size and the same sign. Real rounding errors are smaller
+# on average and partly cancel, so both sums stay well inside their bounds, the left-to-right one
+# by a larger factor. The ordering survives (pairwise wins by orders of magnitude); the
+# worst-case ratio does not.
+# </details>
+
 # %% [markdown]
 # The left-to-right total drifts as soon as it is much larger than the numbers it adds: each
 # addition rounds the total, and the rounding errors pile up. Pairwise summation adds numbers
@@ -209,29 +268,73 @@ plt.show()
 #
 # Welford (1962) keeps three numbers while reading the data once: the count $k$ of elements
 # seen so far, their mean $\mu_k$, and $M_{2,k}=\sum_{i\le k}(x_i-\mu_k)^2$, the sum of squared
-# deviations from that mean. Element $x_k$ updates them with
+# deviations from that mean. It starts from $k=0$, $\mu_0=0$, $M_{2,0}=0$, and at the end
+# $\sigma^2=M_{2,n}/n$. The mean is the easy half: the mean of $k$ numbers, written as a
+# correction of the mean of the first $k-1$, is
 #
-# $$\delta=x_k-\mu_{k-1},\qquad \mu_k=\mu_{k-1}+\frac{\delta}{k},\qquad M_{2,k}=M_{2,k-1}+\delta\,(x_k-\mu_k),$$
+# $$\mu_k=\mu_{k-1}+\frac{x_k-\mu_{k-1}}{k}.$$
 #
-# starting from $k=0$, $\mu_0=0$, $M_{2,0}=0$; at the end $\sigma^2=M_{2,n}/n$.
+# ### Derive it · the update of $M_2$
 #
-# **Why the update is right.** The first line is the mean of $k$ numbers written as a
-# correction of the mean of $k-1$. For the second, write $a=\mu_{k-1}$, so that $x_k=a+\delta$
-# and $\mu_k=a+\delta/k$. Using $M_{2,k}=\sum_{i\le k}x_i^2-k\mu_k^2$,
+# When $x_k$ arrives you know $M_{2,k-1}$, the old mean $\mu_{k-1}$, the new mean $\mu_k$ and
+# $x_k$ itself, but no earlier element. **Find $M_{2,k}$ from these four numbers.** Write your
+# answer as `my_m2_update(m2, mean_old, mean_new, x)`, returning the new $M_2$; the cell after it
+# runs your update over three streams (the running mean is computed for you) and compares the
+# final $M_2$ with the exact sum of squared deviations.
 #
-# $$M_{2,k}-M_{2,k-1}=x_k^2-k\mu_k^2+(k-1)a^2=\delta^2\,\frac{k-1}{k}=\delta\,(x_k-\mu_k).$$
+# Two things to aim for. It must be exact in real arithmetic: the check starts with
+# $(1, 3, 5, 11)$, where every step is exact in float64. And it must be *stable*: the last stream
+# sits at an offset of $10^5$, where an expression that multiplies large numbers such as
+# $x\cdot\mu$ and then subtracts them loses digits, exactly as $\operatorname{mean}(x^2)-\mu^2$
+# did. Aim for a product of differences, each of the size of $\sigma$.
 #
-# **Why it is stable.** Every quantity that gets added is a *deviation* ($\delta$ and
-# $x_k-\mu_k$, of the size of $\sigma$); nothing of the size of $\mu^2$ is ever formed, so
-# there is nothing large to cancel. The only big number, $\mu_k$, is rounded once per step,
-# so its error grows at most like $k\,u\,|\mu|$: the variance's error then grows like
-# $u\,|\mu|/\sigma$, not like $u\,(\mu/\sigma)^2$.
+# *Hint:* start from $M_{2,k}=\sum_{i\le k}x_i^2-k\mu_k^2$ for $k$ and for $k-1$, subtract, and
+# write $x_k=\mu_{k-1}+\delta$ and $\mu_k=\mu_{k-1}+\delta/k$. Then get rid of $k$: your function
+# is not given it, and the two means already know it.
+
+# %%
+def my_m2_update(m2, mean_old, mean_new, x):
+    """M2 after x arrives, from M2 before it and the means before and after it."""
+    return ...  # your expression
+
+
+# %%
+check_m2_update(my_m2_update)
+
+# %% [markdown]
+# <details><summary>Worked derivation</summary>
 #
+# Write $a=\mu_{k-1}$ and $\delta=x_k-a$, so that $x_k=a+\delta$ and $\mu_k=a+\delta/k$. With
+# $M_{2,k}=\sum_{i\le k}x_i^2-k\mu_k^2$ and the same for $k-1$, the old squares cancel:
+#
+# $$M_{2,k}-M_{2,k-1}=x_k^2-k\mu_k^2+(k-1)a^2
+#   =(a+\delta)^2-k\Big(a+\frac{\delta}{k}\Big)^2+(k-1)a^2=\delta^2\,\frac{k-1}{k}.$$
+#
+# The factor $(k-1)/k$ is hidden in the new mean: $x_k-\mu_k=\delta-\delta/k=\delta\,(k-1)/k$. So
+#
+# $$M_{2,k}=M_{2,k-1}+(x_k-\mu_{k-1})\,(x_k-\mu_k),$$
+#
+# and Welford's whole step is $\delta=x_k-\mu_{k-1}$, $\mu_k=\mu_{k-1}+\delta/k$,
+# $M_{2,k}=M_{2,k-1}+\delta\,(x_k-\mu_k)$. The classic mistakes show why both means are needed:
+# $(x_k-\mu_{k-1})^2$ is $k/(k-1)$ times too large, $(x_k-\mu_k)^2$ is $(k-1)/k$ of the answer.
+# Multiplied out, $x_k^2-x_k\mu_k-x_k\mu_{k-1}+\mu_{k-1}\mu_k$ is the same number in real
+# arithmetic and the cancelling form in floating point.
+#
+# **Why the product form is stable.** Both factors are *deviations*, of the size of $\sigma$;
+# nothing of the size of $\mu^2$ is ever formed, so there is nothing large to cancel. The only
+# big number, $\mu_k$, is rounded once per step, so after $n$ steps its error can reach about
+# $n\,u\,|\mu|$, and every deviation inherits it. Chan, Golub & LeVeque (1983) bound the relative
+# error of $M_2$ by about $n\,\kappa\,u$ for this updating algorithm, against $n\,\kappa^2u$ for
+# $\sum x_i^2-(\sum x_i)^2/n$ accumulated the same way, where $\kappa=\sqrt{1+\mu^2/\sigma^2}\approx
+# |\mu|/\sigma$. Both grow with $n$; the difference is one power of $\mu/\sigma$ instead of two.
+# </details>
+
+# %% [markdown]
 # ### Exercise 1 · `welford_mean_var`
 #
 # Write `welford_mean_var(x)` for a 1-D array `x` of $n\ge1$ numbers (float or integer dtype).
-# Read each element **once, in order** (`for xi in x:`), update the count, the mean and $M_2$,
-# and return `(mean, var)` with the **biased** variance $M_2/n$, as two Python floats (or
+# Read each element **once, in order** (`for xi in x:`), update the count, the mean and $M_2$
+# (with the update you derived above), and return `(mean, var)` with the **biased** variance $M_2/n$, as two Python floats (or
 # numpy float64 scalars): not arrays, not float32.
 #
 # The checks compare your answer with exact rational arithmetic, on data at an offset of
@@ -240,6 +343,13 @@ plt.show()
 # It reports a second pass over the data, any whole-array operation (`np.asarray(x)`,
 # `np.mean(x)`, `x.sum()`, `x - m`), and memory that grows with the data (a list of the
 # elements kept for later).
+#
+# What the grader runs besides the checks you see: normal data at offsets $-10^8$ (5000
+# values), $10^{10}$ (500 values) and $10^6$ with a spread of only $10^{-3}$; one element
+# (variance 0, also as an `int32` array); two elements ($10^8$ and $10^8+1$, variance 0.25); the
+# float32 pair of section 2 given in float64; the integers 1 to 10 (mean 5.5, variance 8.25);
+# 300 integers near $10^9$ (`int64`); and a constant array (variance exactly 0). The stream check
+# is also run with one element, with two, and with 300 `int64` integers near $10^9$.
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
@@ -367,11 +477,18 @@ def welford_finalize(partial):
 # Write `welford_combine(a, b)` that merges two partial results `(count, mean, M2)` into the
 # partial result of both chunks together, with the formula above. If either partial is empty
 # (count 0), return the other one unchanged: the formula would divide $0$ by $0$ when both are.
-# Use plain arithmetic (no `float(...)`): section 6 runs your function on arrays of means.
+# Return a tuple `(count, mean, M2)` whose count is an `int` ($n_A+n_B$); the checks pass float
+# means and $M_2$ and expect floats back. Use plain arithmetic (no `float(...)`): section 6 runs your function on arrays of means.
 #
 # The checks build exact partials of chunks of uneven sizes (one of them empty), merge them
 # left to right and as a pairwise tree, and compare with exact statistics of all the data and
-# with your `welford_mean_var` over the same data in one pass.
+# with your `welford_mean_var` over the same data in one pass. Every check also merges the empty
+# partial with a partial on either side, and two empty partials (the result must be empty).
+# The grader adds: two chunks of one element each, at offset 0; two empty
+# chunks followed by chunks of 300 and 1 elements, an empty one, and chunks of 2 and 77, at offset
+# $-10^8$, so the fold starts with empty partials; sixteen
+# chunks of 64 at offset $10^4$, compared with your `welford_mean_var` too; and a chunk of 1000
+# with a chunk of 1 at offset $10^8$.
 #
 # **Stuck?** Run `hint("welford_combine")` in a new cell: each call gives one more step
 # (the idea, what your last failed check points at, the shape of the code).
@@ -436,8 +553,9 @@ for name, result in [("left to right", welford_finalize(merged)), ("tree", welfo
 # %% [markdown]
 # All three agree with the exact variance to many digits. This merge is what fused
 # normalisation kernels parallelise: PyTorch's reduction library defines `WelfordOps`
-# (`ATen/native/SharedReduceOps.h`) with exactly two operations, `reduce` (Welford's update of
-# one element) and `combine` (the merge above), and its CPU kernels compute rowwise moments
+# (`ATen/native/SharedReduceOps.h`) around two core operations, `reduce` (Welford's update of
+# one element) and `combine` (the merge above), next to helpers that turn the partial into the
+# result (`project`) and move partials between GPU threads; and its CPU kernels compute rowwise moments
 # "by Welford algorithm and cascade sum" (`ATen/native/cpu/moments_utils.h`).
 
 # %% [markdown]
@@ -492,7 +610,9 @@ print("float64, offset 0: max |mean - np.mean| =", f"{np.max(np.abs(mean_check -
 #
 # Finally, the sweep of section 2 once more, now with Welford: in float64 your
 # `welford_mean_var` on each row, in float32 the row-wise `welford_rows` above (float32
-# throughout, as in a kernel).
+# throughout, as in a kernel). The two guide lines are typical sizes at this fixed $n$, one and
+# two powers of $\mu/\sigma$; the worst-case bounds of Chan, Golub & LeVeque (1983), $n\,\kappa\,u$
+# and $n\,\kappa^2u$, carry a factor $n$ more.
 
 # %%
 float64_methods = dict(formulas, **{"Welford (welford_mean_var)": lambda rows: [welford_mean_var(r)[1] for r in rows]})
@@ -541,8 +661,9 @@ plt.show()
 #
 # $\delta=x-\mu$; $\mu\mathrel{+}=\delta/k$; $M_2\mathrel{+}=\delta\,(x-\mu_\text{new})$; at the end
 # $\sigma^2=M_2/n$. Everything added is a deviation of the size of $\sigma$; no square of the
-# size of $\mu^2$ is formed, so nothing large cancels. Its error grows like $u\,|\mu|/\sigma$
-# instead of $u\,(\mu/\sigma)^2$.
+# size of $\mu^2$ is formed, so nothing large cancels. Chan, Golub & LeVeque (1983) bound its
+# relative error by about $n\,\kappa\,u$, against $n\,\kappa^2u$ for the textbook formula, with
+# $\kappa\approx|\mu|/\sigma$.
 # </details>
 #
 # <details><summary><b>Eight GPUs each hold the mean and variance of their shard. How do you get the global
@@ -591,7 +712,8 @@ progress()
 # - $E[x^2]-\mu^2$ reads the data once but loses digits like $u(\mu/\sigma)^2$: all of them at
 #   $\mu/\sigma\approx1/\sqrt u$ ($10^8$ in float64, a few thousand in float32).
 # - Welford: $\delta=x_k-\mu_{k-1}$, $\mu_k=\mu_{k-1}+\delta/k$, $M_{2,k}=M_{2,k-1}+\delta(x_k-\mu_k)$,
-#   $\sigma^2=M_2/n$. One pass, constant memory, error like $u\,|\mu|/\sigma$.
+#   $\sigma^2=M_2/n$. One pass, constant memory, relative error bounded by about $n\,\kappa\,u$
+#   with $\kappa\approx|\mu|/\sigma$ (Chan, Golub & LeVeque, 1983), against $n\,\kappa^2u$ for $E[x^2]-\mu^2$.
 # - Partial results $(n,\mu,M_2)$ merge exactly: $M_2=M_{2,A}+M_{2,B}+\delta^2n_An_B/n$. Welford is
 #   the merge with one element; GPU kernels merge per-thread partials in a tree.
 # - Two-pass is the most accurate when you can afford to read the data twice; sums themselves
@@ -605,3 +727,5 @@ progress()
 # and recommendations*, The American Statistician.
 # N. J. Higham (2002), *Accuracy and Stability of Numerical Algorithms*, 2nd ed., SIAM (chapter 4, summation).
 # Ba, Kiros & Hinton (2016), *Layer Normalization*.
+#
+# Next: this is the last notebook. Back to [the course overview](../README.md) for the map of all six.
