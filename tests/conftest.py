@@ -29,3 +29,16 @@ def subprocess_env() -> dict:
     env["MPLBACKEND"] = "Agg"
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    """A live-kernel attempt log whose displays are captured: every mime bundle shown, in order."""
+    from grader import attempts, learner
+
+    bundles = []
+    attempts._testing(live=True, display=bundles.append)
+    monkeypatch.setattr(learner, "_solutions", {})
+    monkeypatch.setattr(learner, "_plain_hints", {})
+    yield bundles
+    attempts._stop_testing()

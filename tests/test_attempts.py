@@ -20,16 +20,6 @@ from tests.conftest import ROOT, subprocess_env
 from tests.implementations.rmsnorm import rms_eps_outside, rms_vectorised
 
 
-@pytest.fixture
-def shown(monkeypatch):
-    bundles = []
-    attempts._testing(live=True, display=bundles.append)
-    monkeypatch.setattr(learner, "_solutions", {})
-    monkeypatch.setattr(learner, "_plain_hints", {})
-    yield bundles
-    attempts._stop_testing()
-
-
 def payloads(bundles) -> list[dict]:
     return [b[MIME] for b in bundles if MIME in b]
 

@@ -23,17 +23,6 @@ from tests.conftest import ASSIGNMENTS, ROOT
 from tests.implementations.rmsnorm import rms_eps_outside, rms_vectorised
 
 
-@pytest.fixture
-def shown(monkeypatch):
-    """What the learner sees: every mime bundle displayed, in order (the attempt outputs left out)."""
-    bundles = []
-    attempts._testing(live=True, display=bundles.append)
-    monkeypatch.setattr(learner, "_solutions", {})
-    monkeypatch.setattr(learner, "_plain_hints", {})
-    yield bundles
-    attempts._stop_testing()
-
-
 def visible(bundles) -> list[dict]:
     return [b for b in bundles if attempts.MIME not in b]
 

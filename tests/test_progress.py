@@ -15,16 +15,6 @@ from grader.learner import progress
 from tests.implementations.rmsnorm import rms_eps_outside, rms_vectorised
 
 
-@pytest.fixture
-def shown(monkeypatch):
-    bundles = []
-    attempts._testing(live=True, display=bundles.append)
-    monkeypatch.setattr(learner, "_solutions", {})
-    monkeypatch.setattr(learner, "_plain_hints", {})
-    yield bundles
-    attempts._stop_testing()
-
-
 def table(bundles, *args, namespace=None) -> dict[str, list[str]]:
     """Call progress() (from ``namespace`` if given); its plain-text rows by exercise."""
     before = len(bundles)
