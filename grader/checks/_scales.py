@@ -79,13 +79,18 @@ def explain_scale(implied, statistics: list[Statistic], maps: list[Map], tol: fl
                         banded.append(mistakes + [band_mistake])
     for found in (exact, banded):
         if found:
-            fewest = min(len(m) for m in found)
-            simplest = []
-            for mistakes in found:
-                if len(mistakes) == fewest and mistakes not in simplest:
-                    simplest.append(mistakes)
-            return simplest
+            return simplest(found)
     return None
+
+
+def simplest(found: list[list[str]]) -> list[list[str]]:
+    """The explanations with the fewest mistakes, without repeats, in the order found."""
+    fewest = min(len(m) for m in found)
+    kept = []
+    for mistakes in found:
+        if len(mistakes) == fewest and mistakes not in kept:
+            kept.append(mistakes)
+    return kept
 
 
 def describe(explanations: list[list[str]] | None) -> str | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader import oracles
-from grader.checks._scales import Map, Statistic, describe, explain_scale
+from grader.checks._scales import Map, Statistic, describe, explain_scale, simplest
 from grader.compare import LearnerError, assert_close, call_learner, check, fail, ids_of, passed, strict_array, tag
 from grader.numerics import random_input, relative_error
 
@@ -232,12 +232,7 @@ def _implied_scale_cause(y, x, gamma, eps, tol, known_gain=None, float32_evidenc
         if explanations is not None:
             found += [gain_mistakes + mistakes for mistakes in explanations]
     if found:
-        fewest = min(len(mistakes) for mistakes in found)
-        simplest = []
-        for mistakes in found:
-            if len(mistakes) == fewest and mistakes not in simplest:
-                simplest.append(mistakes)
-        return describe(simplest)
+        return describe(simplest(found))
     candidates = []
     candidates.append((np.full_like(ms, np.sqrt(np.mean(x * x) + eps)),
                        tag("one r for the whole array: the mean of squares was taken over every axis. Each token "
