@@ -320,14 +320,18 @@ def open_page(browser, path):
     state = page.evaluate(INSPECT)
     events["navigations"] = list(navigations)  # on its own, before anything is clicked
     # A learner's link the instructor might click: none may run anything (following one is fine).
-    for link in page.locator("#notebook a[href]").all():
+    # Each click starts from a freshly loaded page: a navigation the click started may still be
+    # in flight 100 ms later on a busy machine, so "did the URL change?" cannot decide a reload.
+    links = page.locator("#notebook a[href]")
+    for index in range(links.count()):
+        page.goto(url, wait_until="load")
+        link = links.nth(index)
         href = link.get_attribute("href") or ""
         if href.startswith("#") or not link.is_visible():
             continue
         link.click(modifiers=[], no_wait_after=True, timeout=2000)
         page.wait_for_timeout(100)
-        if page.url != url:
-            page.goto(url, wait_until="load")
+    page.goto(url, wait_until="load")
     honest = {
         "markdown": page.get_by_text("HONEST-MARKDOWN").first.is_visible(),
         "print": page.locator(".output_stdout", has_text="HONEST-PRINT").first.is_visible(),

@@ -42,8 +42,6 @@
 # first (`guess_... = ...`); the next cell measures it and compares.
 
 # %%
-import os
-
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
@@ -53,9 +51,10 @@ from grader.compare import check_signature
 from grader.derive import check_jacobian_entry, check_scale_gradient, check_vjp_expression
 from grader.learner import hint, progress
 from grader.predict import compare
+from normlab.run_mode import quick_run
 
 np.set_printoptions(precision=4, suppress=True)
-GRADING = bool(os.environ.get("NBGRADER_EXECUTION"))  # set by nbgrader: demo cells then do the least work
+QUICK = quick_run()  # True under nbgrader: demo cells below do the least work that still runs them
 
 # %% [markdown]
 # ## 1. The definition
@@ -207,7 +206,7 @@ static_geometry_figure(a=3.0, c=4.0, rms=True)
 # with the RMSNorm panel switched on.
 
 # %%
-bar_drag_widget(show_rms=True) if not GRADING else None
+bar_drag_widget(show_rms=True) if not QUICK else None
 
 # %% [markdown]
 # **Where does a large shift take a token?** Add $c\mathbf 1$ with $c$ growing. The component
@@ -652,7 +651,7 @@ compare(guess_eps_outside_change, measured_outside, name="relative change with e
 from normlab.speed import format_speed_table, speed_ratios, speed_table
 
 TIME_COMPILE = False  # True adds the torch.compile rows (tens of seconds of compilation first)
-if GRADING:  # a tiny array and two calls per row: this only proves that the cell runs
+if QUICK:  # a tiny array and two calls per row: this only proves that the cell runs
     speed_rows = speed_table(shape=(64, 1024), compile=False, budget_s=0.0, min_repeats=1)
 else:  # larger than the caches, so the copy measures main memory
     speed_rows = speed_table(shape=(2048, 4096), compile=TIME_COMPILE)
@@ -702,8 +701,8 @@ if ratios["fused_ln_fraction_of_copy"]:
 # The output has length $\sqrt d$, not 1: each feature is of order one, whatever the width.
 
 # %%
-widths = 2 ** np.arange(1, 11 if GRADING else 14)
-samples = 20 if GRADING else 200
+widths = 2 ** np.arange(1, 11 if QUICK else 14)
+samples = 20 if QUICK else 200
 input_sq, output_sq = [], []
 for width in widths:
     x_s = rng.standard_normal((samples, width))
