@@ -12,6 +12,7 @@ import threading
 
 import numpy as np
 
+from grader.boundary import DelegationError, RemoteFunction, SandboxError, Unsupported
 from grader.numerics import relative_error
 
 
@@ -139,8 +140,6 @@ def strict_array(value, what: str, shape: tuple, dtype=np.float64) -> np.ndarray
     ``what`` names the value in messages, e.g. ``"layer_norm_vjp(x, g)"``.
     """
     if type(value) is not np.ndarray:
-        from grader.sandbox.protocol import Unsupported
-
         kind = value.type_name if isinstance(value, Unsupported) else type(value).__module__ + "." + type(value).__name__
         hint, mistake = "", "common.not_an_array"
         if isinstance(value, np.ndarray) or "subclass of numpy.ndarray" in kind:
@@ -270,9 +269,9 @@ def _error_parts(error: BaseException) -> tuple[str, str]:
     except Exception:  # noqa: BLE001
         name = "Exception"
     name = str(name)[:100]
-    sandbox_text = getattr(error, "sandbox_text", None)  # rebuilt by grader.sandbox.client: str() of the original
+    sandbox_text = getattr(error, "sandbox_text", None)  # set by grader.boundary.learner_exception: str() of the original
     message = _safe_text(sandbox_text if isinstance(sandbox_text, str) else error, 4000)
-    if name == "LearnerException":  # grader.sandbox.client: "TypeName: message"
+    if name == "LearnerException":  # grader.boundary.learner_exception: "TypeName: message"
         head, _, rest = message.partition(": ")
         if head.isidentifier():
             return head[:100], rest
@@ -285,8 +284,6 @@ def _passes_through(error: BaseException) -> bool:
     """Exceptions that are not the learner's mistake to diagnose here."""
     if isinstance(error, (CheckFailed, NotImplementedError)):  # a check's own verdict; the unwritten exercise
         return True
-    from grader.sandbox.client import DelegationError, SandboxError
-
     return isinstance(error, (SandboxError, DelegationError))  # the sandbox died or timed out; a delegation verdict
 
 
@@ -655,9 +652,7 @@ def measure_learner_memory(function, *args, what: str = "the function", shape_ru
     Under ``grader grade`` the learner's function is a proxy into its sandbox, where the
     measurement is taken around the real call (tracemalloc only, there).
     """
-    from grader.sandbox.client import LearnerFunction
-
-    if isinstance(function, LearnerFunction):
+    if isinstance(function, RemoteFunction):
         result, peak = run_learner(function.call_measuring_memory, args, kwargs, what=what, shape_rule=shape_rule,
                                    subject=function)
         report = MemoryReport()

@@ -7,7 +7,6 @@ data here. Checks therefore run in this process, which no learner code ever ente
 """
 from __future__ import annotations
 
-import builtins
 import contextlib
 import inspect
 import json
@@ -23,11 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.boundary import DelegationError, RemoteFunction, SandboxError, learner_exception
 from grader.sandbox import protocol
-
-
-class SandboxError(Exception):
-    """The sandbox died, hung, flooded its output or broke the protocol."""
 
 
 @dataclass
@@ -381,26 +377,7 @@ class Sandbox:
         return value
 
 
-class LearnerException(Exception):
-    """An exception raised by the learner's code, of a type that is not a builtin."""
-
-
-class DelegationError(Exception):
-    """A graded function handed its whole job to a library implementation of the same thing."""
-
-
-def learner_exception(type_name: str, message: str) -> BaseException:
-    """Rebuild the learner's exception as a builtin of the same name (ValueError stays ValueError)."""
-    kind = getattr(builtins, type_name, None)
-    if isinstance(kind, type) and issubclass(kind, Exception) and kind is not StopIteration:
-        rebuilt = kind(message)
-        # str() of the original, for exceptions whose str is not their argument (KeyError quotes it)
-        rebuilt.sandbox_text = message
-        return rebuilt
-    return LearnerException(f"{type_name}: {message}")
-
-
-class LearnerFunction:
+class LearnerFunction(RemoteFunction):
     """Calls a learner's function inside the sandbox; behaves like the function for checks."""
 
     def __init__(self, sandbox: Sandbox, name: str, parameters):

@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from grader.boundary import StreamSource, Unsupported
+
 # Plain numeric dtypes only: no object arrays, no structured or datetime dtypes.
 ALLOWED_DTYPES = {
     np.dtype(name).str: np.dtype(name)
@@ -30,17 +32,6 @@ class ProtocolError(Exception):
     """The other side sent something that is not a valid message."""
 
 
-class Unsupported:
-    """Stands for a value of a type that cannot cross (e.g. a torch tensor, a generator).
-
-    Checks see an object of this class, never the original, and report its type name.
-    """
-
-    def __init__(self, type_name: str):
-        self.type_name = type_name
-
-    def __repr__(self):
-        return f"<{self.type_name} (not transferable)>"
 
 
 class Handle:
@@ -50,23 +41,6 @@ class Handle:
         self.number, self.name = number, name
 
 
-class StreamSource:
-    """Base of trusted objects that a sandbox sees as a read-only 1-D stream.
-
-    Only the grader's side encodes these (learner values never do), so the object stays
-    with the grader; the sandbox gets a proxy whose every operation comes back here as
-    ``stream_request(op, *args)``.
-    """
-
-    def __len__(self) -> int:
-        raise NotImplementedError
-
-    @property
-    def dtype(self) -> np.dtype:
-        raise NotImplementedError
-
-    def stream_request(self, op: str, *args):
-        raise NotImplementedError
 
 
 def _float(value: float):
