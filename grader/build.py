@@ -3,7 +3,9 @@
 source/NN_x/NN_x.py  --jupytext-->  source/NN_x/NN_x.ipynb   (git-ignored, nbgrader's input)
                      --nbgrader-->  release/NN_x/NN_x.ipynb  (student version)
 release + Colab cell           -->  notebooks/NN_x.ipynb     (self-study edition; a hidden cell
-                                                             holds the solution sketches of hint())
+                                                             holds the solution sketches of hint(),
+                                                             and an "extra checks" cell after each
+                                                             test cell runs its hidden tests)
 source - hidden tests - markers --> solutions/NN_x.ipynb     (solved, for instructors)
 
 Everything is deterministic: cell ids come from ``grade_id`` or the cell's position, and
@@ -30,6 +32,7 @@ import nbformat
 ASSIGNMENTS = ("01_bn_vs_ln", "02_geometry", "03_backward", "04_rmsnorm", "05_placement", "06_welford")
 
 HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
+HIDDEN_BODY = re.compile(r"^([ \t]*)### BEGIN HIDDEN TESTS[^\n]*\n(.*?)^[ \t]*### END HIDDEN TESTS", re.S | re.M)
 SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.M)
 SOLUTION_REGION = re.compile(r"^[ \t]*### BEGIN SOLUTION[^\n]*\n(.*?)^[ \t]*### END SOLUTION", re.S | re.M)
 # Environment variable the Colab-like tests use to install from a local checkout.
@@ -117,11 +120,69 @@ def sketch_cell(source_nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                                      metadata={"cellView": "form", "jupyter": {"source_hidden": True}})
 
 
+EXTRA_CHECKS_PREFIX = "extra-"  # cell id of the extra checks after test cell T: "extra-" + T
+EXTRA_CHECKS_HEADER = ("# Extra checks (self-study edition only): the harder cases the graded version keeps hidden.\n"
+                       "# Run it once the check above passes: the first case that fails names the likely mistake.\n")
+
+
+def hidden_tests(source_nb: nbformat.NotebookNode) -> dict[str, str]:
+    """test grade_id -> its hidden cases (the text between the HIDDEN TESTS markers), in cell order.
+
+    A hidden block must sit at the top level of its test cell: the self-study edition runs it
+    as a cell of its own, after the visible part has run.
+    """
+    found = {}
+    for cell in source_nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type != "code" or not meta.get("grade"):
+            continue
+        blocks = HIDDEN_BODY.findall(cell.source)
+        if not blocks:
+            continue
+        indented = [indent for indent, _ in blocks if indent]
+        if indented:
+            raise ValueError(f"{meta.get('grade_id')}: '### BEGIN HIDDEN TESTS' is indented; hidden tests must sit at "
+                             "the top level of the test cell (the self-study edition runs them on their own)")
+        body = "\n".join(text.rstrip("\n") for _, text in blocks).strip("\n")
+        compile(body, f"<hidden tests of {meta.get('grade_id')}>", "exec")  # a syntax error fails the build
+        found[meta["grade_id"]] = body
+    return found
+
+
+def extra_checks_cell(grade_id: str, body: str) -> nbformat.NotebookNode:
+    """The self-study edition's cell after test cell ``grade_id``: its hidden cases, under a header.
+
+    Locked like the test cell above it (not editable, not deletable), but no nbgrader cell: it is
+    never graded.
+    """
+    return nbformat.v4.new_code_cell(EXTRA_CHECKS_HEADER + body, id=EXTRA_CHECKS_PREFIX + grade_id,
+                                     metadata={"deletable": False, "editable": False, "tags": ["extra-checks"]})
+
+
+def is_extra_checks(cell) -> bool:
+    return cell.cell_type == "code" and cell.get("id", "").startswith(EXTRA_CHECKS_PREFIX) \
+        and "extra-checks" in cell.metadata.get("tags", [])
+
+
 def self_study_edition(release_nb: nbformat.NotebookNode, root: Path, assignment: str,
                        source_nb: nbformat.NotebookNode | None = None):
-    """The release notebook with the Colab badge, the set-up cell and (from the source) the sketches in front."""
+    """The release notebook with the Colab badge, the set-up cell and (from the source) the sketches in front,
+    and, after each test cell that has hidden tests, an extra-checks cell that runs them.
+
+    Only this edition carries the hidden cases (they are public in source/ anyway): a self-learner
+    gets the full feedback of the graded version. release/ and solutions/ never do.
+    """
     nb = copy.deepcopy(release_nb)
-    nb.cells = colab_cells(root, assignment) + ([sketch_cell(source_nb)] if source_nb is not None else []) + nb.cells
+    cells = []
+    extra = hidden_tests(source_nb) if source_nb is not None else {}
+    for cell in nb.cells:
+        cells.append(cell)
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type == "code" and grade_id in extra:
+            cells.append(extra_checks_cell(grade_id, extra.pop(grade_id)))
+    if extra:
+        raise ValueError(f"{assignment}: test cells with hidden tests missing from the release: {sorted(extra)}")
+    nb.cells = colab_cells(root, assignment) + ([sketch_cell(source_nb)] if source_nb is not None else []) + cells
     return nb
 
 

@@ -90,19 +90,53 @@ _ALL = [
             "4. From both outputs keep positions 0 to t, position t included.\n"
             "5. Return one bool: whether the two kept parts differ anywhere, compared exactly."),
     ),
+    Exercise(
+        "batch_norm_train", "01_bn_vs_ln", ("check_batch_norm_train",),
+        concept=(
+            "A training step does two things. Its output is BatchNorm in training mode, with the batch's own mean "
+            "and biased variance per feature. Beside it, the running statistics move part of the way towards the "
+            "batch's: the new value keeps one minus momentum of the old one and adds momentum times the batch "
+            "statistic, the momentum being the weight of the new batch (PyTorch's convention). The running "
+            "variance is fed the unbiased batch variance, divided by N minus one. The inputs stay untouched: the "
+            "new running statistics are new arrays, returned with the output."),
+        shape=(
+            "1. The leading axes, and N, the number of tokens per feature.\n"
+            "2. The batch mean and the biased batch variance per feature, over the leading axes.\n"
+            "3. The output, exactly as in your training-mode BatchNorm (calling it is fine).\n"
+            "4. The unbiased batch variance: the biased one times N over N minus one.\n"
+            "5. The new running mean and the new running variance, each a weighted sum of the old value and the "
+            "batch statistic, as new arrays of shape (d,).\n"
+            "6. Return the output and the two new running statistics, in that order."),
+    ),
+    Exercise(
+        "batch_norm_eval", "01_bn_vs_ln", ("check_batch_norm_eval",),
+        concept=(
+            "Evaluation mode freezes the statistics: every feature is normalised with the running mean and the "
+            "running variance it was given, epsilon inside the square root, then the gain and shift apply. "
+            "Nothing is computed from the batch itself, so a single token works and the output for one token "
+            "does not depend on the others. Nothing is updated either."),
+        shape=(
+            "1. The scale per feature: the square root of the running variance plus eps.\n"
+            "2. x minus the running mean, divided by that scale; both have shape (d,) and line up with the last "
+            "axis of x.\n"
+            "3. Times gamma, plus beta. No reduction over x anywhere."),
+    ),
     # ------------------------------------------------------------------ 02 · geometry
     Exercise(
-        "centering_matrix", "02_geometry", ("check_centering_matrix",),
+        "complement_projection", "02_geometry", ("check_complement_projection",),
         concept=(
-            "Subtracting the mean is linear, so it is a matrix: the identity minus the matrix that replaces "
-            "every entry by the mean. That matrix is the orthogonal projection onto the hyperplane of vectors "
-            "whose entries sum to zero: symmetric, idempotent, it sends the all-ones vector to zero, and its "
-            "rank is d - 1."),
+            "Removing a set of directions from every vector is a linear map: the orthogonal projection onto the "
+            "complement of the span of V's columns. It is symmetric and idempotent, sends every column of V to "
+            "zero and keeps d - r dimensions, r being the number of independent columns. With an orthonormal "
+            "basis of the span it is the identity minus the sum of the outer products of the basis vectors; the "
+            "columns of V themselves are in general neither of unit length, nor orthogonal, nor independent."),
         shape=(
-            "1. The d-by-d identity matrix.\n"
-            "2. A d-by-d matrix whose every entry is 1/d: the outer product of the all-ones vector with itself, "
-            "divided by d (an inner product of two vectors would give one number, not a matrix).\n"
-            "3. The first minus the second, in float64, of shape (d, d)."),
+            "1. Turn the columns of V into an orthonormal basis of their span, one column at a time: take the "
+            "column, subtract its components along the basis vectors you already have, and keep what is left, "
+            "divided by its length, only if its length is not negligible (a tolerance relative to the size of V).\n"
+            "2. Add up the outer products of the basis vectors with themselves: the projection onto the span.\n"
+            "3. The d-by-d identity minus that sum, in float64 (for a V with no direction left to remove, the "
+            "identity itself)."),
     ),
     Exercise(
         "invariance_gap", "02_geometry", ("check_invariance_gap",),
@@ -188,6 +222,22 @@ _ALL = [
             "5. dgamma: dy times x_hat, summed over every axis except the last.\n"
             "6. Both in the dtype of x, returned as a tuple (dx, dgamma)."),
     ),
+    Exercise(
+        "rms_norm_bf16", "04_rmsnorm", ("check_rms_norm_bf16",),
+        concept=(
+            "A bfloat16 model keeps its activations in 8 significant bits, too few for a sum of d squares. So the "
+            "norm upcasts: the token goes to float32, the mean square, r and the normalised token are computed "
+            "there, and only the result is rounded back to bfloat16. The gain is applied either in float32 before "
+            "that rounding or to the rounded result in bfloat16; both are accepted."),
+        shape=(
+            "1. Keep the given first line: x and gamma become bfloat16 tensors.\n"
+            "2. A float32 copy of x.\n"
+            "3. From that copy: the mean of the squares over the last dim, kept as a length-1 dim, plus eps, then "
+            "the reciprocal square root (or the square root to divide by): still float32.\n"
+            "4. The float32 copy times that factor: the normalised token, in float32.\n"
+            "5. Either multiply by gamma in float32 and convert to bfloat16, or convert to bfloat16 and multiply by "
+            "the bfloat16 gamma. Call the bfloat16 result y; the given last line returns it."),
+    ),
     # ------------------------------------------------------------------ 05 · placement
     Exercise(
         "residual_sublayer", "05_placement", ("check_residual_sublayer", "check_residual_sublayer_rejects"),
@@ -200,6 +250,22 @@ _ALL = [
             "Compare mode with each of the three strings in turn. In each branch build that one composition, "
             "with a single call of F and a single call of norm, and return it straight away. After the three "
             "branches, raise a ValueError whose message lists the three valid modes."),
+    ),
+    Exercise(
+        "qk_norm_logits", "05_placement", ("check_qk_norm_logits",),
+        concept=(
+            "QK-norm puts every query and every key of a head on the same length before they meet: each vector is "
+            "divided by its own root mean square (over its d_k features, plus eps inside the root, no centring), "
+            "then multiplied feature by feature by its side's gain. The logits are then ordinary attention "
+            "logits: one dot product per query and key, divided by the square root of d_k, queries along the "
+            "rows."),
+        shape=(
+            "1. d_k, the length of the last axis.\n"
+            "2. The queries divided by their root mean square over the last axis (kept as a length-1 axis), "
+            "times g_q; the same for the keys with g_k.\n"
+            "3. The product of the normalised queries with the normalised keys whose last two axes are swapped "
+            "(only those two, so batch axes stay where they are).\n"
+            "4. Divided by the square root of d_k."),
     ),
     # ------------------------------------------------------------------ 06 · Welford
     Exercise(

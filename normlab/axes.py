@@ -19,7 +19,7 @@ Example::
 
     from normlab.axes import axis_picture, shared_statistics_mask
     axis_picture(("batch", "layer"))            # the two pictures side by side
-    shared_statistics_mask("batch", (2, 4, 3), (0, 1, 2)).sum()   # 8 = B * T entries
+    shared_statistics_mask("batch", (2, 4, 3), (1, 3, 2)).sum()   # 8 = B * T entries
 """
 
 from __future__ import annotations

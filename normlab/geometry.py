@@ -3,9 +3,12 @@
 LayerNorm does two things to a token x of dimension d. Subtracting the mean projects x
 onto the hyperplane of vectors whose entries sum to zero (it removes the component along
 the all-ones vector 1). Dividing by the standard deviation then puts the result on the
-sphere of radius sqrt(d) inside that hyperplane. So LN(a*x + c*1) = LN(x) for every a > 0
-and every c (up to eps). RMSNorm skips the projection: it keeps the sphere, loses the
-hyperplane, and therefore moves when c changes.
+sphere of radius sqrt(d) inside that hyperplane. RMSNorm skips the projection. The widget
+lets a learner find out by experiment what the scale a, the shift c and eps do to each.
+
+The normalisations themselves are not written here: LayerNorm and RMSNorm come from
+``grader.oracles`` (``torch.nn.functional`` in float64), so this package ships no answer to an
+exercise.
 
 The widget uses only the ipywidgets API shared by 7.7 (Google Colab) and 8.x (JupyterLab).
 Its figure is a plain matplotlib ``Figure`` rendered with Agg to PNG bytes and shown in an
@@ -15,7 +18,7 @@ Example::
 
     from normlab.geometry import BarDragWidget, static_geometry_figure, sphere_view_3d
     w = BarDragWidget()
-    display(w.widget)                 # drag the six bars, the scale a and the shift c
+    display(w.widget)                 # drag the six bars, the scale a, the shift c and eps
     static_geometry_figure()          # the same story as a still picture
 """
 
@@ -23,13 +26,16 @@ from __future__ import annotations
 
 import contextlib
 import html
-import io
+import struct
+import zlib
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
-from PIL import Image as PILImage  # a matplotlib dependency, so always present
+
+from grader import oracles
 
 # The maths helpers are left out of __all__ so that `from normlab.geometry import *`
 # cannot shadow a function a learner writes in an exercise.
@@ -59,28 +65,17 @@ _NORMALISED_YLIM = 2.75
 # --------------------------------------------------------------------------- the maths
 
 
-def layer_norm(x, eps: float = EPS) -> np.ndarray:
-    """LayerNorm without gain or shift, in float64.
-
-    x: (..., d)  ->  x_hat: (..., d), with x_hat = (x - mu) / sqrt(sigma^2 + eps), where mu and
-    sigma^2 are the mean and the biased variance over the last axis.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    mu = x.mean(axis=-1, keepdims=True)
-    var = np.mean((x - mu) ** 2, axis=-1, keepdims=True)
-    return (x - mu) / np.sqrt(var + eps)
+def _layer_norm(x, eps: float) -> np.ndarray:
+    """LayerNorm without gain or shift over the last axis: torch's, float64 (``grader.oracles``)."""
+    return oracles.layer_norm(np.asarray(x, dtype=np.float64), float(eps))
 
 
-def rms_norm(x, eps: float = EPS) -> np.ndarray:
-    """RMSNorm without gain, in float64.
-
-    x: (..., d)  ->  (..., d), equal to x / sqrt(mean(x^2) + eps) over the last axis.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+def _rms_norm(x, eps: float) -> np.ndarray:
+    """RMSNorm without gain over the last axis: torch's, float64 (``grader.oracles``)."""
+    return oracles.rms_norm(np.asarray(x, dtype=np.float64), float(eps))
 
 
-def geometry_stats(z, eps: float = EPS) -> dict:
+def geometry_stats(z, eps: float = EPS, x_hat=None, r=None) -> dict:
     """The numbers the widget reads out for one vector z: (d,).
 
     Returns a dict of floats: ``mu``, ``sigma`` (biased), ``sum_x_hat``,
@@ -91,8 +86,8 @@ def geometry_stats(z, eps: float = EPS) -> dict:
     d = z.shape[-1]
     mu = float(z.mean())
     var = float(np.mean((z - mu) ** 2))
-    x_hat = layer_norm(z, eps)
-    r = rms_norm(z, eps)
+    x_hat = _layer_norm(z, eps) if x_hat is None else x_hat
+    r = _rms_norm(z, eps) if r is None else r
     return {
         "mu": mu,
         "sigma": var**0.5,
@@ -139,7 +134,10 @@ def _nice_limits(h: np.ndarray, symmetric: bool = False) -> tuple[float, float]:
 
 
 class _BarPanel:
-    """One bar chart of a d-vector whose bars are updated in place (never re-created)."""
+    """One bar chart of a d-vector. The d bars are one PolyCollection, updated in place (never re-created):
+    one draw call per panel instead of one per bar, which is most of a drag event's drawing time."""
+
+    WIDTH = 0.72
 
     def __init__(self, ax, d: int, title: str, ylim=None, symmetric: bool = False, note: bool = True):
         self.ax = ax
@@ -148,8 +146,13 @@ class _BarPanel:
         self.mu_line = None
         self.symmetric = symmetric
         idx = np.arange(d)
-        self.bars = ax.bar(idx, np.zeros(d), width=0.72, color=_COLOURS[:d] if d <= len(_COLOURS) else "C0",
-                           edgecolor="0.25", linewidth=0.6)
+        self._left = idx - self.WIDTH / 2
+        self._verts = np.zeros((d, 4, 2))
+        self._verts[:, :, 0] = self._left[:, None] + np.array([0.0, self.WIDTH, self.WIDTH, 0.0])
+        self.bars = PolyCollection(list(self._verts), closed=True,
+                                   facecolors=_COLOURS[:d] if d <= len(_COLOURS) else "C0",
+                                   edgecolors="0.25", linewidths=0.6)
+        ax.add_collection(self.bars, autolim=False)
         self.zero_line = ax.axhline(0.0, color="0.2", linewidth=0.8)
         ax.set_xticks(idx)
         ax.set_xticklabels([str(i + 1) for i in idx])
@@ -173,32 +176,31 @@ class _BarPanel:
     def dynamic(self) -> list:
         """Artists that change on every update, in drawing order (the widget blits these)."""
         extra = [a for a in (self.mu_line, self.note) if a is not None]
-        return list(self.bars) + [self.zero_line] + extra
+        return [self.bars, self.zero_line] + extra
 
     def set_heights(self, h) -> None:
         h = np.asarray(h, dtype=np.float64)
-        for rect, v in zip(self.bars, h):
-            rect.set_y(0.0)
-            rect.set_height(float(v))
+        self._verts[:, 2:, 1] = h[:, None]
+        self.bars.set_verts(self._verts, closed=True)
         if self.fixed_ylim is None:
             lo, hi = min(float(h.min()), 0.0), max(float(h.max()), 0.0)
             old = self._ylim
             # Hysteresis: keep the current limits while every bar fits and fills at least a
-            # third of them, so a drag rarely changes the ticks (a costly full redraw).
+            # third of them, so a drag rarely changes the ticks (a costly panel redraw).
             if old is None or lo < old[0] or hi > old[1] or (hi - lo) < 0.33 * (old[1] - old[0]):
                 self._ylim = _nice_limits(h, self.symmetric)
                 self.ax.set_ylim(*self._ylim)
 
     def heights(self) -> np.ndarray:
-        """The plotted bar heights, read back from the rectangles: (d,)."""
-        return np.array([rect.get_y() + rect.get_height() for rect in self.bars])
+        """The plotted bar heights, read back from the drawn polygons: (d,)."""
+        return np.array([path.vertices[2, 1] for path in self.bars.get_paths()])
 
 
-_PANEL_TITLES = {
+_PANEL_TITLES = {  # what each panel shows, never what it does (the learner finds that out)
     "input": "input  z = a·x + c·1",
-    "centred": "centred  z − μ·1: sums to 0",
-    "ln": "LayerNorm(z): unmoved by a, c",
-    "rms": "RMSNorm(z): moves with c",
+    "centred": "centred  z − μ·1",
+    "ln": "LayerNorm(z), no gain or shift",
+    "rms": "RMSNorm(z), no gain",
 }
 _PANEL_YLABELS = {
     "input": "value",
@@ -220,14 +222,10 @@ def _make_panels(axes, d: int, names, notes: bool = True) -> dict:
 
 def _fill_panels(panels: dict, z: np.ndarray, eps: float) -> dict:
     """Compute every panel from z: (d,), update bars and captions, return the stats."""
-    st = geometry_stats(z, eps)
+    x_hat, r = _layer_norm(z, eps), _rms_norm(z, eps)
+    st = geometry_stats(z, eps, x_hat=x_hat, r=r)
     d = z.shape[-1]
-    values = {
-        "input": z,
-        "centred": z - st["mu"],
-        "ln": layer_norm(z, eps),
-        "rms": rms_norm(z, eps),
-    }
+    values = {"input": z, "centred": z - st["mu"], "ln": x_hat, "rms": r}
     notes = {
         "input": f"μ = {st['mu']:.2f}   σ = {st['sigma']:.2f}",
         "centred": f"Σ = {_signed(values['centred'].sum())}",
@@ -252,40 +250,36 @@ def _add_mu_line(panel: _BarPanel) -> None:
 
 
 class BarDragWidget:
-    """Drag the six bars of x and watch LayerNorm ignore the scale a and the shift c.
+    """Six bars of x, a scale a, a shift c and eps: an experiment on what LayerNorm ignores.
 
     Panels, left to right: the input z = a*x + c*1, the centred z - mu*1, LN(z) and (when
-    "show RMSNorm" is ticked) RMSNorm(z). LN uses eps = 1e-5 and no gain or shift.
+    "show RMSNorm" is ticked) RMSNorm(z), without gain or shift. The titles say what each
+    panel shows, never what it does: the notebook's questions ask the learner to find out.
 
     Display ``w.widget`` (or just ``w`` as the last line of a cell). Attributes for code
     and tests: ``sliders`` (six FloatSliders, the components of x), ``scale`` (a, a
-    FloatLogSlider from 0.1 to 10), ``shift`` (c), ``show_rms`` (Checkbox),
-    ``reset_button``, ``randomise_button``, ``readout`` (HTML), ``image`` (Image holding
-    the PNG, or JPEG with ``image_format="jpeg"``, which encodes faster), ``last_png``
-    (those bytes), ``fig`` (the one Figure, updated in place), ``panels`` (name -> panel with
-    ``.bars`` and ``.ax``; names "input", "centred", "ln", "rms"), ``stats`` (the numbers
-    shown in the readout, see ``geometry_stats``) and the counters ``n_renders``,
-    ``n_panel_draws`` and ``n_full_draws``.
+    FloatSlider from -4 to 4, negative values included), ``shift`` (c), ``eps_slider`` (eps, a
+    FloatLogSlider from 1e-8 to 100, so that the noise floor sigma^2 ~ eps can be reached),
+    ``show_rms`` (Checkbox), ``reset_button``, ``randomise_button``, ``readout`` (HTML),
+    ``image`` (Image holding the PNG), ``last_png`` (those bytes), ``fig`` (the one Figure,
+    updated in place), ``panels`` (name -> panel with ``.bars``, a PolyCollection, and ``.ax``;
+    names "input", "centred", "ln", "rms"), ``stats`` (the numbers shown in the readout, see
+    ``geometry_stats``) and the counters ``n_renders``, ``n_panel_draws`` and ``n_full_draws``.
 
     ``dpi`` sets the image's resolution (80 gives about 1000 x 240 pixels with four panels).
     """
 
     def __init__(self, x0=None, *, seed: int = 0, eps: float = EPS, show_rms: bool = False,
-                 dpi: int = 80, x_range: tuple[float, float] = (-5.0, 5.0), panel_width: float = 2.35,
-                 image_format: str = "png"):
+                 dpi: int = 80, x_range: tuple[float, float] = (-5.0, 5.0), panel_width: float = 2.35):
         # Imported here so the static figures work where ipywidgets is not installed.
         import ipywidgets as widgets
-
-        if image_format not in ("png", "jpeg"):
-            raise ValueError(f"image_format must be 'png' or 'jpeg', got {image_format!r}")
-        self.image_format = image_format
 
         self.x0 = np.array(X0 if x0 is None else x0, dtype=np.float64)
         if self.x0.shape != (D,):
             raise ValueError(f"x0 must have shape ({D},), got {self.x0.shape}")
         lo, hi = x_range
         lo, hi = min(lo, float(self.x0.min())), max(hi, float(self.x0.max()))
-        self.eps = float(eps)
+        self.eps0 = float(eps)
         self.x_range = (lo, hi)
         self._rng = np.random.default_rng(seed)
         self._hold = False
@@ -319,27 +313,29 @@ class BarDragWidget:
                                 layout=widgets.Layout(**slider_layout))
             for i, v in enumerate(self.x0)
         ]
-        self.scale = widgets.FloatLogSlider(value=1.0, base=10, min=-1, max=1, step=0.01,
-                                            description="scale a", readout_format=".2f",
-                                            continuous_update=True)
+        self.scale = widgets.FloatSlider(value=1.0, min=-4.0, max=4.0, step=0.05, description="scale a",
+                                         readout_format=".2f", continuous_update=True)
         self.shift = widgets.FloatSlider(value=0.0, min=-10.0, max=10.0, step=0.1, description="shift c",
                                          readout_format=".1f", continuous_update=True)
+        self.eps_slider = widgets.FloatLogSlider(value=self.eps0, base=10, min=-8, max=2, step=0.1,
+                                                 description="ε", readout_format=".1e", continuous_update=True)
         self.show_rms = widgets.Checkbox(value=bool(show_rms), description="show RMSNorm")
-        self.reset_button = widgets.Button(description="Reset", tooltip="back to the first vector, a = 1, c = 0")
+        self.reset_button = widgets.Button(description="Reset", tooltip="back to the first vector, a = 1, c = 0, "
+                                                                        "eps = 1e-5")
         self.randomise_button = widgets.Button(description="Randomise", tooltip="draw a new x")
         self.readout = widgets.HTML()
         # max_width lets a narrow output area (Colab on a laptop) shrink the image to fit.
-        self.image = widgets.Image(format=image_format, layout=widgets.Layout(max_width="100%", height="auto"))
+        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto"))
 
-        for s in self.sliders + [self.scale, self.shift]:
+        for s in self.sliders + [self.scale, self.shift, self.eps_slider]:
             s.observe(self._on_change, names="value")
         self.show_rms.observe(self._on_toggle, names="value")
         self.reset_button.on_click(lambda _b: self.reset())
         self.randomise_button.on_click(lambda _b: self.randomise())
 
         controls = widgets.VBox([
-            widgets.HTML("<b>LN(a·x + c·1) = LN(x)</b>: can a or c move it?"),
-            self.scale, self.shift, self.show_rms,
+            widgets.HTML("<b>Move the sliders.</b> Which panels change, and which numbers?"),
+            self.scale, self.shift, self.eps_slider, self.show_rms,
             widgets.HBox([self.reset_button, self.randomise_button]),
         ], layout=widgets.Layout(width="320px", flex="0 0 auto"))
         self.readout.layout = widgets.Layout(width="280px", flex="0 0 auto")
@@ -354,6 +350,11 @@ class BarDragWidget:
 
         self._layout()
         self.update()
+
+    @property
+    def eps(self) -> float:
+        """The eps the LayerNorm and RMSNorm panels use (the ε slider)."""
+        return float(self.eps_slider.value)
 
     # ---- state
     @property
@@ -390,12 +391,13 @@ class BarDragWidget:
                 s.value = float(v)
 
     def reset(self) -> None:
-        """Back to the first vector, a = 1 and c = 0."""
+        """Back to the first vector, a = 1, c = 0 and the first eps."""
         with self.hold():
             for s, v in zip(self.sliders, self.x0):
                 s.value = float(v)
             self.scale.value = 1.0
             self.shift.value = 0.0
+            self.eps_slider.value = self.eps0
 
     def randomise(self) -> None:
         """Draw a new x (values on the slider grid, so what is shown is what is computed)."""
@@ -431,11 +433,8 @@ class BarDragWidget:
             ax.set_visible(i < n)
             x0 = (left + i * (self._panel_width + gap)) / w_in
             ax.set_position((x0, bottom / self._height, ax_w, 1 - (bottom + top) / self._height))
-        self._suptitle.set_text(
-            "Centring removes c, dividing by σ removes a: LayerNorm's panel does not move"
-            if n == 3 else
-            "LayerNorm ignores a and c; RMSNorm ignores a but moves with c"
-        )
+        self._suptitle.set_text("z = a·x + c·1, centred, then normalised" if n == 3 else
+                                "z = a·x + c·1, centred, then normalised; and RMSNorm(z)")
 
     def update(self, full_redraw: bool = False) -> None:
         """Recompute everything from the controls, update the artists, re-render the PNG.
@@ -463,14 +462,14 @@ class BarDragWidget:
                 ("Σ RMSNorm(z)ᵢ", f"{st['sum_rms']:.4f}"),
                 ("‖RMSNorm(z)‖²", f"{st['sq_norm_rms']:.4f}"),
             ]
+        rows.append(("ε", f"{self.eps:.1e}"))
         # Inline styles: JupyterLab's widget CSS would otherwise space the rows 28 px apart.
         body = "".join(f"<tr><td style='padding:0 10px 0 0'>{html.escape(k)}</td>"
                        f"<td style='padding:0;text-align:right;font-family:monospace'>{v}</td></tr>"
                        for k, v in rows)
         note = ""
-        if st["sigma"] ** 2 < 10 * self.eps:
-            note = ("<br><i>All bars (almost) equal: nothing is left after centring, "
-                    "and ε keeps x̂ finite (close to 0).</i>")
+        if st["sigma"] ** 2 < 10 * self.eps:  # a regime, stated without saying what it does
+            note = "<br><i>σ² is below 10·ε here.</i>"
         return (f"<div style='line-height:1.35;margin-left:12px'><table style='font-size:90%;"
                 f"border-collapse:collapse'>{body}</table>{note}</div>")
 
@@ -507,17 +506,7 @@ class BarDragWidget:
         for p in visible.values():
             for a in p.dynamic:
                 a.draw(renderer)
-        rgba = self._canvas.buffer_rgba()
-        img = PILImage.frombuffer("RGBA", (rgba.shape[1], rgba.shape[0]), rgba, "raw", "RGBA", 0, 1)
-        buf = io.BytesIO()
-        if self.image_format == "png":
-            # zlib level 1: the flat colours of a bar chart compress well even so.
-            img.convert("RGB").save(buf, format="png", compress_level=1)
-        else:
-            # About 5x faster to encode than PNG; no chroma subsampling, so coloured bars
-            # keep clean edges.
-            img.convert("RGB").save(buf, format="jpeg", quality=95, subsampling=0)
-        self.last_png = buf.getvalue()
+        self.last_png = _png(np.asarray(self._canvas.buffer_rgba()))
         self.image.value = self.last_png
         self.n_renders += 1
 
@@ -546,6 +535,26 @@ class BarDragWidget:
         from IPython.display import display
 
         display(self.widget)
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def _png(rgba: np.ndarray) -> bytes:
+    """An RGBA PNG of an (h, w, 4) uint8 buffer (Agg's own layout): no row filter, zlib level 1.
+
+    About twice as fast as PIL's encoder at compress_level=1 for these flat-coloured bar charts:
+    no filter search, and no conversion to RGB (a strided copy that costs more than it saves;
+    the constant alpha channel compresses to almost nothing). The file is about the same size.
+    """
+    h, w, _ = rgba.shape
+    raw = np.empty((h, 4 * w + 1), dtype=np.uint8)
+    raw[:, 0] = 0  # filter type "None" on every row
+    raw[:, 1:] = rgba.reshape(h, 4 * w)
+    header = struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0)  # 8-bit RGBA, no interlace
+    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header)
+            + _png_chunk(b"IDAT", zlib.compress(raw.tobytes(), 1)) + _png_chunk(b"IEND", b""))
 
 
 def bar_drag_widget(x0=None, **kwargs) -> BarDragWidget:
@@ -619,7 +628,7 @@ def sphere_points_3d(n_points: int = 30, seed: int = 0, eps: float = EPS, n_circ
         kept.append(cand[np.abs(cand).max(axis=-1) <= 3.0])
     x = np.concatenate(kept)[:n_points]
     centred = x - x.mean(axis=-1, keepdims=True)
-    x_hat = layer_norm(x, eps)
+    x_hat = _layer_norm(x, eps)
     u = np.array([1.0, -1.0, 0.0]) / np.sqrt(2.0)
     v = np.array([1.0, 1.0, -2.0]) / np.sqrt(6.0)
     t = np.linspace(0.0, 2.0 * np.pi, n_circle)

@@ -1,7 +1,10 @@
 """Where the norm goes, for notebook 05: gradient scale, stream growth, a live widget, QK-norm.
 
 Every experiment here stacks residual MLP sublayers F(x) = W2 act(W1 x) (width d, hidden
-width 4d, no biases) around a LayerNorm without gain or shift, in one of three placements:
+width 4d, no biases) around a LayerNorm without gain or shift (torch's kernel), in one of
+three placements. The composition is not written here: each experiment takes the learner's
+``residual_sublayer(x, F, norm, mode)`` (notebook 05's exercise) as its first argument and
+calls it on torch tensors, so the placements are
 
     "post"    x <- LN(x + F(x))                       (Vaswani et al., 2017)
     "pre"     x <- x + F(LN(x)),  then one final LN    (GPT-2, Radford et al., 2019)
@@ -26,7 +29,7 @@ towards the input instead.
 Example::
 
     from normlab.placement import gradient_scale_table, plot_gradient_scale, format_gradient_table
-    table = gradient_scale_table()          # depths 8 ... 128, 4 initialisations, a few seconds
+    table = gradient_scale_table(residual_sublayer)   # depths 8 ... 128, 4 initialisations, seconds
     print(format_gradient_table(table))
     plot_gradient_scale(table)
 """
@@ -87,15 +90,8 @@ _MODE_LABELS = {
 
 
 def _layer_norm(x: torch.Tensor, eps: float = EPS) -> torch.Tensor:
-    """LayerNorm without gain or shift. x: (..., d) -> (..., d)."""
-    mu = x.mean(dim=-1, keepdim=True)
-    xc = x - mu
-    return xc * torch.rsqrt((xc * xc).mean(dim=-1, keepdim=True) + eps)
-
-
-def _rms_norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """RMSNorm without gain. x: (..., d) -> (..., d)."""
-    return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + eps)
+    """LayerNorm without gain or shift over the last axis (torch's own kernel). x: (..., d)."""
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), eps=eps)
 
 
 @contextlib.contextmanager
@@ -148,16 +144,34 @@ def _init(depth: int, d: int, seeds: int, tokens: int, seed: int, dtype=torch.fl
     return w1, w2, x0, v
 
 
-def _sublayer(x, w1, w2, mode: str, act, norm=_layer_norm, out_scale: float = 1.0):
-    """One residual sublayer. x: (seeds, tokens, d); w1: (seeds, d, 4d); w2: (seeds, 4d, d)."""
-    if mode == "pre":
-        return x + act((out_scale * norm(x)) @ w1) @ w2
-    if mode == "post":
-        return norm(x + act(x @ w1) @ w2)
-    return x + norm(act(x @ w1) @ w2)  # "output"
+def _block(sublayer, x: torch.Tensor, F, norm, mode: str) -> torch.Tensor:
+    """One residual sublayer, composed by the caller's ``sublayer(x, F, norm, mode)``.
+
+    normlab has no composition of its own: the experiments run the learner's
+    ``residual_sublayer`` (notebook 05's exercise) on torch tensors, so its F and norm are
+    differentiable. A function that only adds and calls F and norm works unchanged.
+    """
+    try:
+        y = sublayer(x, F, norm, mode)
+    except NotImplementedError:
+        raise
+    except Exception as error:  # noqa: BLE001 - re-raised with what the experiment needs
+        raise TypeError(f"{getattr(sublayer, '__name__', 'sublayer')}(x, F, norm, {mode!r}) failed on torch "
+                        f"tensors ({type(error).__name__}: {error}). These experiments pass torch tensors: "
+                        "combine them with + and calls of F and norm only (no np.add, no .copy()).") from error
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+        raise TypeError(f"{getattr(sublayer, '__name__', 'sublayer')}(x, F, norm, {mode!r}) returned "
+                        f"{type(y).__name__} {getattr(y, 'shape', '')}, expected a torch tensor of shape "
+                        f"{tuple(x.shape)}: use + and calls of F and norm only, so that torch tensors stay tensors.")
+    return y
 
 
-def _grad_profiles(depth: int, modes, *, d: int, tokens: int, seeds: int, seed: int, act: str,
+def _mlp(act, w1, w2, scale: float = 1.0):
+    """The branch F(h) = act((scale h) W1) W2 for one layer's weights (batched over initialisations)."""
+    return lambda h: act((scale * h) @ w1) @ w2
+
+
+def _grad_profiles(sublayer, depth: int, modes, *, d: int, tokens: int, seeds: int, seed: int, act: str,
                    dtype=torch.float32) -> dict:
     """||dL/dW2|| per layer and per initialisation: {mode: (seeds, depth) ndarray}.
 
@@ -171,11 +185,11 @@ def _grad_profiles(depth: int, modes, *, d: int, tokens: int, seeds: int, seed: 
     out = {}
     with _one_thread():
         for mode in modes:
-            out[mode] = _grad_profile(mode, f, w1, w2_all, x0, v)
+            out[mode] = _grad_profile(sublayer, mode, f, w1, w2_all, x0, v)
     return out
 
 
-def _grad_profile(mode, f, w1, w2_all, x0, v) -> np.ndarray:
+def _grad_profile(sublayer, mode, f, w1, w2_all, x0, v) -> np.ndarray:
     """(seeds, depth) gradient norms for one placement; see ``_grad_profiles``."""
     depth, tokens = w1.shape[0], x0.shape[1]
     # One leaf for the whole stack; unbind gives per-layer views whose gradients are
@@ -184,7 +198,7 @@ def _grad_profile(mode, f, w1, w2_all, x0, v) -> np.ndarray:
     w2_layers = w2.unbind(0)
     x = x0
     for layer in range(depth):
-        x = _sublayer(x, w1[layer], w2_layers[layer], mode, f)
+        x = _block(sublayer, x, _mlp(f, w1[layer], w2_layers[layer]), _layer_norm, mode)
     if mode != "post":
         x = _layer_norm(x)  # the final norm that pre-LN (and output-LN) models add
     loss = (x @ v.transpose(1, 2)).sum() / tokens  # mean over tokens of y_b . v, summed over seeds
@@ -192,22 +206,25 @@ def _grad_profile(mode, f, w1, w2_all, x0, v) -> np.ndarray:
     return g.flatten(2).norm(dim=-1).T.double().numpy()  # (seeds, depth)
 
 
-def gradient_norms(depth: int, mode: str = "post", *, d: int = 64, tokens: int = 128, seeds: int = 4,
+def gradient_norms(sublayer, depth: int, mode: str = "post", *, d: int = 64, tokens: int = 128, seeds: int = 4,
                    seed: int = 0, act: str = "relu", per_seed: bool = False) -> np.ndarray:
     """Frobenius norm of dL/dW2 for every layer of a fresh residual MLP stack.
 
-    depth: number of sublayers L; mode: "pre", "post" or "output"; d: model width (hidden
+    sublayer: the composition ``sublayer(x, F, norm, mode)`` (notebook 05's residual_sublayer),
+    called on torch tensors; depth: number of sublayers L; mode: "pre", "post" or "output"; d: model width (hidden
     width 4d); tokens: batch of tokens the loss averages over; seeds: random initialisations.
     Returns (depth,) float64, layer 1 (next to the input) first, averaged over the
     initialisations; with ``per_seed=True`` returns (seeds, depth) instead.
     """
-    prof = _grad_profiles(depth, (mode,), d=d, tokens=tokens, seeds=seeds, seed=seed, act=act)[mode]
+    prof = _grad_profiles(sublayer, depth, (mode,), d=d, tokens=tokens, seeds=seeds, seed=seed, act=act)[mode]
     return prof if per_seed else prof.mean(axis=0)
 
 
-def stream_gradients(depth: int, mode: str = "post", *, d: int = 64, tokens: int = 128, seeds: int = 4,
+def stream_gradients(sublayer, depth: int, mode: str = "post", *, d: int = 64, tokens: int = 128, seeds: int = 4,
                      seed: int = 0, act: str = "relu") -> dict:
     """What the gradient looks like on its way down: dL/dx_l at the input of every layer.
+
+    ``sublayer`` composes each block, as in ``gradient_norms``.
 
     Returns a dict of (depth,) float64 arrays, layer 1 first: ``per_token``, the mean over
     tokens and initialisations of ||dL/dx_l|| for one token (times ``tokens``, so it is the
@@ -224,7 +241,7 @@ def stream_gradients(depth: int, mode: str = "post", *, d: int = 64, tokens: int
         inputs = []
         for layer in range(depth):
             inputs.append(x)
-            x = _sublayer(x, w1[layer], w2[layer], mode, f)
+            x = _block(sublayer, x, _mlp(f, w1[layer], w2[layer]), _layer_norm, mode)
         if mode != "post":
             x = _layer_norm(x)
         loss = (x @ v.transpose(1, 2)).sum() / tokens
@@ -234,9 +251,11 @@ def stream_gradients(depth: int, mode: str = "post", *, d: int = 64, tokens: int
     return {"per_token": per_token, "coherence": coherence}
 
 
-def gradient_scale_table(depths=DEPTHS, modes=("post", "pre"), *, d: int = 64, tokens: int = 128,
+def gradient_scale_table(sublayer, depths=DEPTHS, modes=("post", "pre"), *, d: int = 64, tokens: int = 128,
                          seeds: int = 4, seed: int = 0, act: str = "relu", quick: bool = False) -> dict:
     """The gradient-scale experiment: every layer's ||dL/dW2|| for several depths.
+
+    ``sublayer`` composes each block, as in ``gradient_norms``.
 
     The defaults take a few seconds on a 2-core CPU (8 s with the machine busy). The
     post-LN imbalance depends on ``tokens``: the bottom layers' gradients level off at a
@@ -255,7 +274,7 @@ def gradient_scale_table(depths=DEPTHS, modes=("post", "pre"), *, d: int = 64, t
     t0 = time.perf_counter()
     per_seed = {m: {} for m in modes}
     for depth in depths:
-        prof = _grad_profiles(depth, modes, d=d, tokens=tokens, seeds=seeds, seed=seed, act=act)
+        prof = _grad_profiles(sublayer, depth, modes, d=d, tokens=tokens, seeds=seeds, seed=seed, act=act)
         for m in modes:
             per_seed[m][depth] = prof[m]
     norms = {m: {L: per_seed[m][L].mean(axis=0) for L in depths} for m in modes}
@@ -362,9 +381,11 @@ def _gradient_finding(table: dict, mode: str) -> str:
 # ----------------------------------------------------------------- the stream's growth
 
 
-def _pre_ln_stream(depth: int, *, d: int, tokens: int, seeds: int, seed: int, act: str, scaling: str | None):
+def _pre_ln_stream(sublayer, depth: int, *, d: int, tokens: int, seeds: int, seed: int, act: str,
+                   scaling: str | None):
     """Forward a pre-LN stack without gradients; return per-layer stream norms and write norms,
-    both (depth+1,) and (depth,), averaged over tokens and initialisations."""
+    both (depth+1,) and (depth,), averaged over tokens and initialisations. Each block is
+    ``sublayer(x, F, norm, "pre")``; its write is what it added to the stream."""
     if scaling not in (None, "sun"):
         raise ValueError(f"scaling must be None or 'sun', got {scaling!r}")
     f = _act(act)
@@ -374,37 +395,41 @@ def _pre_ln_stream(depth: int, *, d: int, tokens: int, seeds: int, seed: int, ac
         for layer in range(depth):
             # Sun et al. (2025), "LayerNorm Scaling": multiply the norm's output by 1/sqrt(l).
             s = 1.0 / math.sqrt(layer + 1) if scaling == "sun" else 1.0
-            w = f((s * _layer_norm(x)) @ w1[layer]) @ w2[layer]
-            writes.append((w.norm(dim=-1) / x.norm(dim=-1)).mean().item())
-            x = x + w
+            x_next = _block(sublayer, x, _mlp(f, w1[layer], w2[layer], scale=s), _layer_norm, "pre")
+            writes.append(((x_next - x).norm(dim=-1) / x.norm(dim=-1)).mean().item())
+            x = x_next
             stream.append(x.norm(dim=-1).mean().item())
     return np.array(stream), np.array(writes)
 
 
-def stream_norms(depth: int = 64, *, d: int = 64, tokens: int = 64, seeds: int = 4, seed: int = 0,
+def stream_norms(sublayer, depth: int = 64, *, d: int = 64, tokens: int = 64, seeds: int = 4, seed: int = 0,
                  act: str = "relu", scaling: str | None = None) -> np.ndarray:
     """||x_l|| of the pre-LN residual stream, l = 0 (the input) ... depth: (depth+1,).
+
+    Each block is ``sublayer(x, F, norm, "pre")`` (notebook 05's residual_sublayer).
 
     Each pre-LN write has about the same size and the writes are nearly uncorrelated, so
     ||x_l||^2 grows linearly and ||x_l|| like sqrt(l). ``scaling="sun"`` multiplies each
     norm's output by 1/sqrt(l) (Sun et al., 2025), which slows the growth to about
     sqrt(log l) at initialisation. Mean over tokens and initialisations.
     """
-    return _pre_ln_stream(depth, d=d, tokens=tokens, seeds=seeds, seed=seed, act=act, scaling=scaling)[0]
+    return _pre_ln_stream(sublayer, depth, d=d, tokens=tokens, seeds=seeds, seed=seed, act=act,
+                          scaling=scaling)[0]
 
 
-def relative_write_sizes(depth: int = 64, *, d: int = 64, tokens: int = 64, seeds: int = 4, seed: int = 0,
+def relative_write_sizes(sublayer, depth: int = 64, *, d: int = 64, tokens: int = 64, seeds: int = 4, seed: int = 0,
                          act: str = "relu", scaling: str | None = None) -> np.ndarray:
     """||F(LN(x_l))|| / ||x_l|| for l = 0 ... depth-1: how much each pre-LN layer can move
     the stream it writes into: (depth,). It falls like 1/sqrt(l), since the write has a fixed
     size and the stream grows like sqrt(l). Mean over tokens and initialisations."""
-    return _pre_ln_stream(depth, d=d, tokens=tokens, seeds=seeds, seed=seed, act=act, scaling=scaling)[1]
+    return _pre_ln_stream(sublayer, depth, d=d, tokens=tokens, seeds=seeds, seed=seed, act=act,
+                          scaling=scaling)[1]
 
 
-def plot_stream_growth(depth: int = 64, *, d: int = 64, dpi: int = 100) -> Figure:
+def plot_stream_growth(sublayer, depth: int = 64, *, d: int = 64, dpi: int = 100) -> Figure:
     """Two panels: the pre-LN stream norm ||x_l|| against the sqrt(l) law fitted to it, and the
     relative write size ||F(LN(x_l))|| / ||x_l|| against l on log-log axes."""
-    norms, rel = _pre_ln_stream(depth, d=d, tokens=64, seeds=4, seed=0, act="relu", scaling=None)
+    norms, rel = _pre_ln_stream(sublayer, depth, d=d, tokens=64, seeds=4, seed=0, act="relu", scaling=None)
     ell = np.arange(depth + 1)
     # ||x_l||^2 = ||x_0||^2 + l c d: fit the one constant c by least squares on the squares.
     c = float(np.sum(ell * (norms**2 - norms[0] ** 2)) / np.sum(ell**2)) / d
@@ -440,7 +465,8 @@ def plot_stream_growth(depth: int = 64, *, d: int = 64, dpi: int = 100) -> Figur
 
 class PlacementWidget:
     """Live, smaller gradient-scale experiment: pick a depth and a placement, see every layer's
-    ||dL/dW2||, averaged over four initialisations.
+    ||dL/dW2||, averaged over four initialisations. ``sublayer`` composes each block (the
+    learner's residual_sublayer).
 
     Display ``w.widget`` (or ``w`` as the last line of a cell). Attributes for code and
     tests: ``depth`` (IntSlider), ``mode`` (ToggleButtons "post" / "pre" / "output"),
@@ -450,11 +476,12 @@ class PlacementWidget:
     The selected placement is drawn bold; the other two stay in the figure as thin lines.
     """
 
-    def __init__(self, depth: int = 32, mode: str = "post", *, d: int = 32, tokens: int = 32, seeds: int = 4,
+    def __init__(self, sublayer, depth: int = 32, mode: str = "post", *, d: int = 32, tokens: int = 32, seeds: int = 4,
                  max_depth: int = 64, dpi: int = 80):
         import ipywidgets as widgets  # here, so the rest of the module works without ipywidgets
 
         _check_mode(mode)
+        self.sublayer = sublayer
         self.tokens, self.seeds = tokens, seeds
         self._seed = 0
         self._cache: dict = {}
@@ -506,7 +533,7 @@ class PlacementWidget:
     def _compute(self, depth: int, d: int) -> dict:
         key = (depth, d, self._seed)
         if key not in self._cache:
-            prof = _grad_profiles(depth, MODES, d=d, tokens=self.tokens, seeds=self.seeds, seed=self._seed,
+            prof = _grad_profiles(self.sublayer, depth, MODES, d=d, tokens=self.tokens, seeds=self.seeds, seed=self._seed,
                                   act="relu")
             self._cache[key] = {m: p.mean(axis=0) for m, p in prof.items()}
         return self._cache[key]
@@ -527,9 +554,8 @@ class PlacementWidget:
         allv = np.concatenate(list(self.profiles.values()))
         self.ax.set_xlim(0.5, depth + 0.5)
         self.ax.set_ylim(allv.min() / 1.5, allv.max() * 1.5)
-        g = self.profiles[sel]
-        self.ax.set_title(f"{_MODE_LABELS[sel]}   (L = {depth}, d = {d}):  "
-                          f"last / first layer = {g[-1] / g[0]:.2f}", fontsize=10)
+        # The title names what is drawn, never what it shows: the learner reads that off the curves.
+        self.ax.set_title(f"{_MODE_LABELS[sel]}   (L = {depth}, d = {d})", fontsize=10)
         buf = io.BytesIO()
         self._canvas.print_png(buf)
         self.image.value = buf.getvalue()
@@ -554,48 +580,40 @@ class PlacementWidget:
         display(self.widget)
 
 
-def placement_widget(**kwargs) -> PlacementWidget:
-    """Build a ``PlacementWidget`` (keyword arguments as its constructor); display ``.widget``."""
-    return PlacementWidget(**kwargs)
+def placement_widget(sublayer, **kwargs) -> PlacementWidget:
+    """Build a ``PlacementWidget`` whose blocks are ``sublayer(x, F, norm, mode)`` (notebook 05's
+    residual_sublayer); keyword arguments as its constructor. Display ``.widget``."""
+    return PlacementWidget(sublayer, **kwargs)
 
 
 # --------------------------------------------------------------------------- QK-norm
 
 
-def qk_logit_bound(scales=(1, 2, 4, 8, 16, 32), *, d_model: int = 256, d_k: int = 64, tokens: int = 64,
-                   norm: str = "rms", gain: float = 1.0, seed: int = 0) -> dict:
+def qk_logit_bound(qk_norm_logits, scales=(1, 2, 4, 8, 16, 32), *, d_model: int = 256, d_k: int = 64,
+                   tokens: int = 64, gain: float = 1.0, seed: int = 0) -> dict:
     """Largest |attention logit| as W_Q and W_K grow, with and without QK-norm.
 
-    One head: q = x W_Q s, k = x W_K s for each factor s in ``scales``, with x: (tokens,
-    d_model) standard normal and W_Q, W_K: (d_model, d_k) of variance 1/d_model. Plain
-    logits are q.k / sqrt(d_k) and grow like s^2. With QK-norm, q and k are first normalised:
-    ``norm="rms"`` gives gain * RMSNorm(q) (each vector's norm becomes gain * sqrt(d_k)), so
-    |logit| <= gain^2 sqrt(d_k); ``norm="l2"`` gives unit vectors and logit = gain * q.k
-    (Henry et al., 2020), so |logit| <= gain. The bound holds for any s.
-    Returns a dict of float64 arrays (len(scales),): ``scales``, ``plain``, ``qk_norm``, and
-    floats ``bound``, plus ``norm`` and ``gain``.
+    One head: q = x (s W_Q), k = x (s W_K) for each factor s in ``scales``, with x: (tokens,
+    d_model) standard normal and W_Q, W_K: (d_model, d_k) of variance 1/d_model. Plain logits
+    are q.k / sqrt(d_k) and grow like s^2. The QK-norm logits are what ``qk_norm_logits(q, k,
+    g_q, g_k)`` returns (notebook 05's exercise) with both gains equal to ``gain``; after an
+    RMSNorm each vector has norm gain * sqrt(d_k), so by Cauchy-Schwarz |logit| <= gain^2 sqrt(d_k)
+    for every s. Returns a dict: float64 arrays (len(scales),) ``scales``, ``plain``,
+    ``qk_norm``, and the floats ``bound`` and ``gain``.
     """
-    if norm not in ("rms", "l2"):
-        raise ValueError(f"norm must be 'rms' or 'l2', got {norm!r}")
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(tokens, d_model, generator=g, dtype=torch.float64)
-    wq = torch.randn(d_model, d_k, generator=g, dtype=torch.float64) / math.sqrt(d_model)
-    wk = torch.randn(d_model, d_k, generator=g, dtype=torch.float64) / math.sqrt(d_model)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((tokens, d_model))
+    wq = rng.standard_normal((d_model, d_k)) / math.sqrt(d_model)
+    wk = rng.standard_normal((d_model, d_k)) / math.sqrt(d_model)
+    g = np.full(d_k, float(gain))
     scales = np.asarray(scales, dtype=np.float64)
     plain, normed = [], []
-    for s in scales:  # tiny matmuls: the default thread count is fine here
+    for s in scales:
         q, k = x @ (s * wq), x @ (s * wk)
-        plain.append((q @ k.T / math.sqrt(d_k)).abs().max().item())
-        if norm == "rms":
-            qn, kn = gain * _rms_norm(q), gain * _rms_norm(k)
-            normed.append((qn @ kn.T / math.sqrt(d_k)).abs().max().item())
-        else:
-            qn = q / q.norm(dim=-1, keepdim=True)
-            kn = k / k.norm(dim=-1, keepdim=True)
-            normed.append((gain * qn @ kn.T).abs().max().item())
-    bound = gain**2 * math.sqrt(d_k) if norm == "rms" else float(gain)
-    return {"scales": scales, "plain": np.array(plain), "qk_norm": np.array(normed), "bound": bound,
-            "norm": norm, "gain": float(gain)}
+        plain.append(float(np.abs(np.einsum("id,jd->ij", q, k)).max()) / math.sqrt(d_k))
+        normed.append(float(np.abs(np.asarray(qk_norm_logits(q, k, g, g))).max()))
+    return {"scales": scales, "plain": np.array(plain), "qk_norm": np.array(normed),
+            "bound": gain**2 * math.sqrt(d_k), "gain": float(gain)}
 
 
 def plot_qk_logits(result: dict, *, dpi: int = 100) -> Figure:
@@ -606,7 +624,7 @@ def plot_qk_logits(result: dict, *, dpi: int = 100) -> Figure:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     ax.loglog(s, plain, "o-", color="C3", label="no QK-norm")
-    ax.loglog(s, normed, "s-", color="C0", label=f"QK-norm ({result['norm']}, gain {result['gain']:g})")
+    ax.loglog(s, normed, "s-", color="C0", label=f"QK-norm (RMS, gain {result['gain']:g})")
     ax.axhline(result["bound"], color="C0", ls="--", lw=1, label=f"bound {result['bound']:.3g}")
     ax.set_xlabel("scale s of W_Q and W_K  (log)")
     ax.set_ylabel("max |attention logit|  (log)")

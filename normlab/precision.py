@@ -12,7 +12,9 @@
   function. Both matter only when the mean square gets near eps.
 
 Every function is small and pure and returns numbers (numpy arrays and floats) for the
-notebook to print or plot. torch is used where bfloat16 arithmetic is needed.
+notebook to print or plot. torch is used where bfloat16 arithmetic is needed. The norms
+themselves come from torch (``grader.oracles`` in float64, ``F.rms_norm`` for the upcast
+recipe): nothing here is an answer to the notebook's exercises.
 
 Example::
 
@@ -27,6 +29,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from grader import oracles
+
 __all__ = [
     "bf16_running_sum",
     "bf16_rms_norm_errors",
@@ -36,16 +40,13 @@ __all__ = [
 
 
 def _rms_norm64(x: np.ndarray, eps: float) -> np.ndarray:
-    """float64 RMSNorm without gain. x: (..., d) -> (..., d)."""
-    x = np.asarray(x, dtype=np.float64)
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    """float64 RMSNorm without gain, from torch. x: (..., d) -> (..., d)."""
+    return oracles.rms_norm(np.asarray(x, dtype=np.float64), eps)
 
 
 def _layer_norm64(x: np.ndarray, eps: float) -> np.ndarray:
-    """float64 LayerNorm without gain or shift. x: (..., d) -> (..., d)."""
-    x = np.asarray(x, dtype=np.float64)
-    xc = x - x.mean(axis=-1, keepdims=True)
-    return xc / np.sqrt(np.mean(xc * xc, axis=-1, keepdims=True) + eps)
+    """float64 LayerNorm without gain or shift, from torch. x: (..., d) -> (..., d)."""
+    return oracles.layer_norm(np.asarray(x, dtype=np.float64), eps)
 
 
 def _bf16_sequential_sum(terms: torch.Tensor) -> torch.Tensor:
@@ -107,7 +108,7 @@ def bf16_running_sum(x=None, *, n: int = 4096, seed: int = 0) -> dict:
 
 
 def bf16_rms_norm_errors(rows: int = 8, d: int = 4096, *, eps: float = 1e-6, scale: float = 1.0,
-                         seed: int = 0) -> dict:
+                         seed: int = 0, yours=None) -> dict:
     """Errors of four bfloat16 RMSNorms against float64, on the same bfloat16 input.
 
     x: (rows, d) standard normal times ``scale``, rounded to bfloat16; the reference is the
@@ -117,8 +118,10 @@ def bf16_rms_norm_errors(rows: int = 8, d: int = 4096, *, eps: float = 1e-6, sca
                           x * rsqrt(ms + eps) in bfloat16;
     ``bf16_torch_ops``    the same formula on bfloat16 tensors with torch's ops (which
                           accumulate the mean in float32 but round every intermediate);
-    ``upcast_fix``        upcast to float32, normalise, cast back (LLaMA's reference code);
-    ``rounding_floor``    the float64 answer rounded to bfloat16: the best any bf16 output can do.
+    ``upcast_fix``        upcast to float32, torch's ``F.rms_norm`` there, cast back (the recipe);
+    ``rounding_floor``    the float64 answer rounded to bfloat16: the best any bf16 output can do;
+    ``yours``             with ``yours`` given: ``yours(x, gamma, eps)`` on float32 arrays holding the
+                          bfloat16 numbers, gamma = 1 (notebook 04's ``rms_norm_bf16``).
 
     Returns a dict {variant: {"rel_error": max over rows of ||y - ref|| / ||ref||,
     "output_rms": mean RMS of y (1 when right)}}.
@@ -131,9 +134,11 @@ def bf16_rms_norm_errors(rows: int = 8, d: int = 4096, *, eps: float = 1e-6, sca
     variants = {
         "bf16_accumulator": x * torch.rsqrt(ms_stalled[:, None] + eps),
         "bf16_torch_ops": x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps),
-        "upcast_fix": (lambda xf: xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps))(x.float()).to(x.dtype),
+        "upcast_fix": torch.nn.functional.rms_norm(x.float(), (d,), eps=eps).to(x.dtype),
         "rounding_floor": torch.from_numpy(ref).to(torch.bfloat16),
     }
+    if yours is not None:
+        variants["yours"] = torch.from_numpy(np.asarray(yours(x.float().numpy(), np.ones(d, np.float32), eps=eps)))
     out = {}
     for name, y in variants.items():
         y = y.double().numpy()

@@ -8,8 +8,10 @@ reaches 100% of the copy's bandwidth cannot get faster. Each row reports the med
 of several calls, the bandwidth it implies (bytes read + bytes written, divided by time),
 and that bandwidth as a fraction of the faster copy.
 
-Fewer passes over memory is the whole game: numpy and an unfused torch chain make several
-passes (each operation reads and writes a full temporary), a fused kernel makes one. The
+Fewer passes over memory is the whole game: an unfused chain of torch operations (or of numpy
+ones, such as the learner's own ``rms_norm`` from notebook 04, timed when it is passed in)
+makes several passes (each operation reads and writes a full temporary), a fused kernel makes
+one. The package ships no numpy norm of its own: those are the notebooks' exercises. The
 rows report ratios on this machine, which depend on its caches, its memory, its load and
 the torch build; nothing here asserts how fast anything must be. On a busy 2-core machine
 torch's default of two threads made its rows slower and noisier than one thread did;
@@ -18,7 +20,7 @@ torch's default of two threads made its rows slower and noisier than one thread 
 Example::
 
     from normlab.speed import speed_table, format_speed_table, speed_ratios
-    rows = speed_table()                     # (2048, 4096) float32, a few seconds
+    rows = speed_table(rms_norm=rms_norm)    # (2048, 4096) float32, a few seconds; times your rms_norm too
     print(format_speed_table(rows))
     speed_table(compile=True)                # adds torch.compile rows; compiling takes 10-60 s
 """
@@ -95,23 +97,6 @@ def _reuse_freed_memory(enabled: bool = True):
 # beta zeros (values do not change the cost); they are still read, as in a real model.
 
 
-def _np_layer_norm(x, gamma, beta, eps=EPS):
-    mu = x.mean(axis=-1, keepdims=True)  # pass 1: read x
-    xc = x - mu  # pass 2: read x, write a temporary
-    var = np.einsum("ij,ij->i", xc, xc)[:, None] / x.shape[-1]  # pass 3: read xc (no temporary)
-    xc *= 1.0 / np.sqrt(var + eps)  # pass 4: read and write xc in place
-    xc *= gamma  # pass 5
-    xc += beta  # pass 6
-    return xc
-
-
-def _np_rms_norm(x, gamma, eps=EPS):
-    ms = np.einsum("ij,ij->i", x, x)[:, None] / x.shape[-1]  # pass 1: read x
-    y = x * (1.0 / np.sqrt(ms + eps))  # pass 2: read x, write y
-    y *= gamma  # pass 3: read and write y
-    return y
-
-
 def _torch_layer_norm(x, gamma, beta, eps=EPS):
     return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)  # one fused ATen kernel
 
@@ -135,7 +120,8 @@ def _torch_rms_norm(x, gamma, eps=EPS):
 
 
 def speed_table(shape=(2048, 4096), *, compile: bool = False, budget_s: float = 0.15, seed: int = 0,
-                min_repeats: int = 3, reuse_memory: bool = True, threads: int | None = None) -> list[dict]:
+                min_repeats: int = 3, reuse_memory: bool = True, threads: int | None = None,
+                rms_norm=None) -> list[dict]:
     """Time copies, LayerNorms and RMSNorms over one (tokens, d) float32 array.
 
     shape: (tokens, d); the default, 32 MiB in and 32 MiB out, is more than a typical
@@ -143,7 +129,9 @@ def speed_table(shape=(2048, 4096), *, compile: bool = False, budget_s: float = 
     of the unfused chains (the first call compiles: tens of seconds on a small CPU).
     budget_s: rough time spent per row. reuse_memory: see ``_reuse_freed_memory`` (without
     it, fresh-page faults dominate the torch rows). threads: torch's intra-op thread count
-    for the run (restored after); None keeps the current setting.
+    for the run (restored after); None keeps the current setting. rms_norm: a numpy
+    ``rms_norm(x, gamma, eps)`` (notebook 04's exercise) to time next to the others; a row
+    whose function raises (not written yet) says so in its note.
 
     Returns one dict per row with keys ``name``, ``op`` ("copy", "layernorm", "rmsnorm"),
     ``threads``, ``memory_reused``,
@@ -162,9 +150,9 @@ def speed_table(shape=(2048, 4096), *, compile: bool = False, budget_s: float = 
     cases = [
         ("copy: numpy x.copy()", "copy", "numpy", lambda: x_np.copy(), "reads x, writes a new array"),
         ("copy: torch x.clone()", "copy", "torch", lambda: x_t.clone(), "reads x, writes a new tensor"),
-        ("LayerNorm: numpy", "layernorm", "numpy", lambda: _np_layer_norm(x_np, g_np, b_np),
-         "6 passes: mean, subtract, variance, scale, gamma, beta"),
-        ("RMSNorm: numpy", "rmsnorm", "numpy", lambda: _np_rms_norm(x_np, g_np), "3 passes: mean square, scale, gamma"),
+        ("RMSNorm: numpy, your rms_norm", "rmsnorm", "numpy",
+         None if rms_norm is None else (lambda: rms_norm(x_np, g_np, EPS)),
+         "whole-array numpy operations" if rms_norm is not None else "pass rms_norm= to time yours"),
         ("LayerNorm: torch F.layer_norm", "layernorm", "torch", lambda: _torch_layer_norm(x_t, g_t, b_t),
          "one fused kernel"),
         ("LayerNorm: torch unfused chain", "layernorm", "torch",
@@ -220,14 +208,16 @@ def _time_cases(cases, rows, nbytes, budget_s, min_repeats) -> None:
                     row["note"] += f" (first call and timing took {time.perf_counter() - t0:.1f} s)"
                 row.update(ms=1e3 * sec, repeats=n, gb_per_s=nbytes / sec / 1e9)
             except Exception as exc:  # e.g. no C++ compiler for inductor: report it, keep the table
-                row["note"] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+                first = (str(exc).splitlines() or [""])[0][:80]
+                row["note"] = f"failed: {type(exc).__name__}" + (f": {first}" if first else "")
         rows.append(row)
 
 
 def speed_ratios(rows: list[dict]) -> dict:
     """A few ratios the notebook quotes, from ``speed_table`` rows (None where a row is missing):
-    ``numpy_ln_over_rms`` and ``torch_unfused_rms_over_fused_ln`` (time ratios, > 1 means the
-    first is slower) and ``fused_ln_fraction_of_copy``."""
+    ``unfused_ln_over_rms`` (the unfused torch LayerNorm chain over the unfused RMSNorm chain: like
+    with like) and ``torch_unfused_rms_over_fused_ln`` (time ratios, > 1 means the first is slower),
+    ``fused_ln_fraction_of_copy`` and ``yours_fraction_of_copy`` (your numpy rms_norm's bandwidth)."""
     ms = {r["name"]: r["ms"] for r in rows}
 
     def ratio(a, b):
@@ -235,9 +225,11 @@ def speed_ratios(rows: list[dict]) -> dict:
 
     fused = next((r for r in rows if r["name"] == "LayerNorm: torch F.layer_norm"), None)
     return {
-        "numpy_ln_over_rms": ratio("LayerNorm: numpy", "RMSNorm: numpy"),
+        "unfused_ln_over_rms": ratio("LayerNorm: torch unfused chain", "RMSNorm: torch unfused chain"),
         "torch_unfused_rms_over_fused_ln": ratio("RMSNorm: torch unfused chain", "LayerNorm: torch F.layer_norm"),
         "fused_ln_fraction_of_copy": fused["fraction_of_copy"] if fused else None,
+        "yours_fraction_of_copy": next((r["fraction_of_copy"] for r in rows
+                                        if r["name"] == "RMSNorm: numpy, your rms_norm"), None),
     }
 
 

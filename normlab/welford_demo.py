@@ -4,6 +4,10 @@ Nothing here implements an exercise. The notebook passes in the methods it compa
 naive formula, the two-pass one, the learner's Welford); this module only generates data,
 measures errors against exact rational arithmetic, and draws the figures.
 
+The reference is this module's own: exact integer arithmetic on the stored values, rounded
+once (``exact_variance``). It imports nothing from ``grader.checks`` (a demo does not lean
+on a check module; tests/test_checks_welford.py compares the two oracles).
+
 Example::
 
     offsets = 10.0 ** np.arange(13)
@@ -13,17 +17,57 @@ Example::
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-from grader.checks.welford import exact_mean_var
-
-__all__ = ["variance_errors", "variance_error_figure", "summation_errors", "summation_error_figure",
-           "NAIVE_GUIDE", "WELFORD_GUIDE"]
+__all__ = ["variance_errors", "condition_numbers", "exact_variance", "variance_error_figure", "summation_errors",
+           "summation_error_figure", "NAIVE_GUIDE", "WELFORD_GUIDE"]
 
 _STYLES = {0: ("o-", "#d62728"), 1: ("s-", "#1f77b4"), 2: ("^-", "#2ca02c"), 3: ("v-", "#9467bd")}
 _FLOOR = 1e-18  # errors of exactly zero are drawn here, so that a log axis can show them
+
+
+def _exact_moments(row) -> tuple[int, Fraction, Fraction]:
+    """(n, mean, sum of squared deviations) of the stored values of a 1-D float array, exactly.
+
+    Every float is an integer over a power of two: scaled by the largest denominator, the
+    values become Python integers whose sums are exact.
+    """
+    ratios = [float(v).as_integer_ratio() for v in np.asarray(row, dtype=np.float64).ravel().tolist()]
+    scale = max(den for _, den in ratios)
+    ints = [num * (scale // den) for num, den in ratios]
+    n, s1, s2 = len(ints), sum(ints), sum(i * i for i in ints)
+    return n, Fraction(s1, n * scale), Fraction(n * s2 - s1 * s1, n * scale * scale)
+
+
+def exact_variance(row) -> float:
+    """Biased variance of the values of ``row`` as stored, exact and rounded once to float64."""
+    n, _, sum_sq_dev = _exact_moments(row)
+    return float(sum_sq_dev / n)
+
+
+def _rows(offset, dtype, n: int, trials: int, seed: int) -> np.ndarray:
+    """``trials`` rows of ``offset + N(0, 1)``, ``n`` values each, stored in ``dtype``: the sweep's data."""
+    return (offset + np.random.default_rng(seed).standard_normal((trials, n))).astype(dtype)
+
+
+def condition_numbers(offsets, dtype, n: int = 1000, trials: int = 5, seed: int = 0) -> np.ndarray:
+    """Median condition number κ = sqrt(1 + μ²/σ²) of the rows ``variance_errors`` draws, per offset.
+
+    κ is Chan, Golub & LeVeque's (1983) condition number of the sum of squared deviations,
+    ‖x‖₂ / sqrt(S), computed exactly from the stored values (NaN where they are all equal).
+    """
+    medians = []
+    for offset in offsets:
+        kappas = []
+        for row in _rows(offset, dtype, n, trials, seed):
+            count, mean, sum_sq_dev = _exact_moments(row)
+            kappas.append(math.sqrt(float(1 + count * mean * mean / sum_sq_dev)) if sum_sq_dev > 0 else math.nan)
+        finite = [k for k in kappas if not math.isnan(k)]
+        medians.append(float(np.median(finite)) if finite else math.nan)
+    return np.array(medians)
 
 
 def variance_errors(methods: dict, offsets, dtype, n: int = 1000, trials: int = 5, seed: int = 0) -> dict:
@@ -34,11 +78,10 @@ def variance_errors(methods: dict, offsets, dtype, n: int = 1000, trials: int = 
     exact variance of the values as stored (exact rational arithmetic); an offset at which
     the stored values no longer differ (float32 beyond about 1e7) gives NaN.
     """
-    z = np.random.default_rng(seed).standard_normal((trials, n))
     errors = {label: [] for label in methods}
     for offset in offsets:
-        x = (offset + z).astype(dtype)
-        exact = np.array([exact_mean_var(row)[1] for row in x])
+        x = _rows(offset, dtype, n, trials, seed)
+        exact = np.array([exact_variance(row) for row in x])
         keep = exact > 0
         for label, method in methods.items():
             if not keep.any():

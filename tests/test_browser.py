@@ -1,14 +1,17 @@
-"""A real browser: JupyterLab runs every solved notebook, and the geometry widget answers a drag.
+"""A real browser: JupyterLab runs every solved notebook, every formula renders, and the geometry
+widget answers a drag.
 
 One JupyterLab server (its own port, token, HOME and Jupyter folders, serving a temporary
 copy of solutions/) and one headless Chromium, driven by Playwright, serve every test here.
 Playwright cannot download its own browser on these machines: Debian's /usr/bin/chromium
 is launched instead (`tools/ensure-chromium` installs it). Screenshots land in
-test-artifacts/screenshots/ (git-ignored).
+test-artifacts/screenshots/ (git-ignored); the Run All time of each notebook and its slowest
+cells (JupyterLab records cell timing) in test-artifacts/browser-timings.json.
 """
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -28,14 +31,19 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+TIMINGS = ROOT / "test-artifacts" / "browser-timings.json"
 VIEWPORT = {"width": 1440, "height": 900}
 RUN_TIMEOUT_S = 300  # one notebook, Run All Cells until the kernel is idle again
 GEOMETRY = "02_geometry"
+# LNCOURSE_BROWSER_FROM_SOURCE=1: serve the solved notebooks as build() makes them from today's
+# source/ (while authoring), instead of the committed solutions/.
+FROM_SOURCE = "LNCOURSE_BROWSER_FROM_SOURCE"
 
-# JupyterLab user settings: every cell in the DOM (so the error search sees them all), and no
-# news or update checks (they would try to reach the network).
+# JupyterLab user settings: every cell in the DOM (so the error and formula searches see them
+# all), cell timing recorded in the metadata, and no news or update checks (they would try to
+# reach the network).
 LAB_SETTINGS = {
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none", "recordTiming": True},
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
                                                                        "checkForUpdates": False},
 }
@@ -83,7 +91,14 @@ def lab(tmp_path_factory, chromium_path):
     notebooks = base / "notebooks"
     notebooks.mkdir()
     for assignment in ASSIGNMENTS:
-        shutil.copy2(ROOT / "solutions" / f"{assignment}.ipynb", notebooks / f"{assignment}.ipynb")
+        if os.environ.get(FROM_SOURCE):  # authoring: today's source/, before `make build`
+            from grader.build import script_to_notebook, solution_edition, write_notebook
+
+            script = ROOT / "source" / assignment / f"{assignment}.py"
+            write_notebook(solution_edition(script_to_notebook(script)), notebooks / f"{assignment}.ipynb")
+        else:
+            shutil.copy2(ROOT / "solutions" / f"{assignment}.ipynb", notebooks / f"{assignment}.ipynb")
+    (notebooks / f"{MATH_PROBE}.ipynb").write_text(math_probe_notebook())
     env = subprocess_env()
     env.pop("MPLBACKEND", None)  # as for a learner: the kernel's inline backend draws the figures
     env.pop("NBGRADER_EXECUTION", None)
@@ -220,18 +235,74 @@ def error_outputs(page) -> list[str]:
     return [t for t in texts if any(w in t for w in ("Traceback", "Error", "Warning"))]
 
 
+def save_notebook(page, lab, assignment) -> dict:
+    """File → Save (Ctrl+S) and the notebook as saved, with the cell timing JupyterLab recorded."""
+    path = lab[2].parent / "notebooks" / f"{assignment}.ipynb"
+    before = path.stat().st_mtime_ns
+    page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first.click()
+    page.keyboard.press("Control+s")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if path.stat().st_mtime_ns != before:
+            time.sleep(0.5)  # the write may still be going on
+            try:
+                return json.loads(path.read_text())
+            except json.JSONDecodeError:
+                continue
+        time.sleep(0.25)
+    pytest.fail(f"saving {assignment} from JupyterLab did not write {path.name} in 30 s")
+
+
+def cell_seconds(nb: dict) -> list[tuple[float, int, str]]:
+    """(seconds, index among code cells, first line) per executed code cell, from the recorded timing."""
+    from datetime import datetime
+
+    found = []
+    code_cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    for index, cell in enumerate(code_cells):
+        times = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in times and "shell.execute_reply" in times:
+            start, end = (datetime.fromisoformat(times[k].replace("Z", "+00:00"))
+                          for k in ("iopub.execute_input", "shell.execute_reply"))
+            source = "".join(cell["source"])
+            first = next((line for line in source.splitlines() if line.strip() and not line.startswith("#")), "")
+            found.append(((end - start).total_seconds(), index, first[:80]))
+    return found
+
+
+# assignment -> {"run_all_s": wall time of Run All Cells, "cells_s": sum of cell times, "slowest": [...]}
+RUN_TIMES: dict[str, dict] = {}
+
+
+def record_run_time(assignment: str, seconds: float, nb: dict) -> None:
+    cells = cell_seconds(nb)
+    RUN_TIMES[assignment] = {"run_all_s": round(seconds, 2), "cells_s": round(sum(t for t, _, _ in cells), 2),
+                             "slowest": [{"code_cell": i, "s": round(t, 2), "starts": first}
+                                         for t, i, first in sorted(cells, reverse=True)[:5]]}
+    TIMINGS.parent.mkdir(parents=True, exist_ok=True)
+    total = {"total_run_all_s": round(sum(r["run_all_s"] for r in RUN_TIMES.values()), 2)}
+    TIMINGS.write_text(json.dumps({**total, "notebooks": RUN_TIMES}, indent=1) + "\n")
+
+
 @pytest.fixture(scope="module")
 def executed(browser, lab):
     """assignment -> page with the solved notebook run to the end (each run once, on demand)."""
-    pages, timings = {}, {}
+    pages, timings, failures = {}, {}, {}
 
     def get(assignment):
+        if assignment in failures:  # one failed run is enough: the test that ran it shows why
+            pytest.fail(f"{assignment} did not run to the end in JupyterLab:\n{failures[assignment][:1500]}")
         if assignment not in pages:
             began = time.monotonic()
-            page = open_notebook(browser, lab, assignment)
-            print(f"{assignment}: opened in {time.monotonic() - began:.1f} s")
-            timings[assignment] = run_all_cells(page)
+            try:
+                page = open_notebook(browser, lab, assignment)
+                print(f"{assignment}: opened in {time.monotonic() - began:.1f} s")
+                timings[assignment] = run_all_cells(page)
+            except pytest.fail.Exception as failure:
+                failures[assignment] = str(failure)
+                raise
             pages[assignment] = page
+            record_run_time(assignment, timings[assignment], save_notebook(page, lab, assignment))
         return pages[assignment], timings[assignment]
 
     return get
@@ -241,7 +312,11 @@ def executed(browser, lab):
 def test_solved_notebook_runs_clean_in_jupyterlab(executed, assignment):
     """Run All Cells in JupyterLab: every cell runs, none shows a traceback, an error or a warning."""
     page, seconds = executed(assignment)
-    print(f"{assignment}: Run All Cells took {seconds:.1f} s in the browser")
+    record = RUN_TIMES.get(assignment, {})
+    slowest = ", ".join(f"code cell {c['code_cell']} {c['s']:.1f} s ({c['starts']})"
+                        for c in record.get("slowest", [])[:3])
+    print(f"{assignment}: Run All Cells took {seconds:.1f} s in the browser (cells {record.get('cells_s', 0):.1f} s); "
+          f"slowest: {slowest}")
     errors = error_outputs(page)
     if errors:
         screenshot(page, f"FAILED-{assignment}")
@@ -259,6 +334,132 @@ def test_solved_notebook_runs_clean_in_jupyterlab(executed, assignment):
         bring_into_view(figure, "center")
         screenshot(page, f"{assignment}-figure")
         screenshot(page.locator(".jp-Notebook .jp-CodeCell", has=figure).first, f"{assignment}-figure-cell")
+
+
+# ------------------------------------------------------------------ every formula renders
+
+MATH_PROBE = "mathjax-probe"  # a notebook of planted mistakes: the formula report must see each one
+PROBE_CELLS = [
+    ("fine", "Inline $x^2 + \\sqrt{d}$, a code span `a $ b`, and a display $$\\frac{a}{b}$$"),
+    ("error", "No right delimiter: $\\left( x$ here."),
+    ("unbalanced", "Unbalanced: $\\frac{1}{2$ here (MathJax never sees it: the '$' stays)."),
+    ("undefined", "Misspelt: $\\boldsymbl{x}$ here."),
+    ("raw", "A dollar $ left alone, with nothing to close it."),
+]
+
+# Per markdown cell, in notebook order: how many formulas MathJax typeset, what it could not
+# (merror nodes, or the red text of an undefined macro), and any text outside formulas and
+# code that still holds a '$' (a fragment MathJax never saw). Error nodes in outputs count too.
+MATH_REPORT_JS = """() => {
+    const outside = n => !n.parentElement.closest('mjx-container, code, pre, script, style');
+    const red = e => ['rgb(255, 0, 0)', 'red'].includes(getComputedStyle(e).color);
+    const cells = [...document.querySelectorAll('.jp-Notebook .jp-MarkdownCell')].map(cell => {
+        const md = cell.querySelector('.jp-RenderedMarkdown');
+        if (!md) return {rendered: false, head: cell.innerText.slice(0, 100)};
+        const errors = [...md.querySelectorAll('mjx-merror')].map(e => e.textContent.slice(0, 200));
+        const undefined_ = [...md.querySelectorAll('mjx-container')]
+            .filter(m => [...m.querySelectorAll('mjx-mtext, mjx-mi')].some(red))
+            .map(m => m.getAttribute('aria-label') || m.textContent || 'a formula');
+        const raw = [];
+        const walker = document.createTreeWalker(md, NodeFilter.SHOW_TEXT);
+        while (walker.nextNode()) {
+            const n = walker.currentNode;
+            if (n.nodeValue.includes('$') && outside(n)) raw.push(n.nodeValue.trim().slice(0, 160));
+        }
+        if (md.innerText.includes('Math input error')) errors.push('Math input error');
+        return {rendered: true, math: md.querySelectorAll('mjx-container').length, errors,
+                undefined: undefined_, raw, head: md.innerText.trim().slice(0, 100)};
+    });
+    const outputErrors = [...document.querySelectorAll('.jp-OutputArea mjx-merror')].map(e => e.textContent);
+    return {cells, outputErrors};
+}"""
+
+
+def math_probe_notebook() -> str:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                           "language": "python"}})
+    nb.cells = [nbformat.v4.new_markdown_cell(text, id=f"probe-{name}") for name, text in PROBE_CELLS]
+    return nbformat.writes(nb)
+
+
+def expected_formulas(markdown: str) -> int:
+    """How many $...$ / $$...$$ fragments a markdown cell holds (code spans excluded), as
+    tests/test_notebook_text.py reads them."""
+    from tests.test_notebook_text import FORMULA
+
+    return len(FORMULA.findall(re.sub(r"`[^`\n]*`", "", markdown)))
+
+
+def math_report(page, expected_total: int, timeout_s: float = 60) -> dict:
+    """The report once MathJax has typeset everything it will (the count reaches the expected total and
+    holds for a second, or stops changing for five)."""
+    deadline, last, steady_since = time.monotonic() + timeout_s, None, time.monotonic()
+    while True:
+        report = page.evaluate(MATH_REPORT_JS)
+        count = sum(c.get("math", 0) for c in report["cells"])
+        now = time.monotonic()
+        if count != last:
+            last, steady_since = count, now
+        steady = now - steady_since
+        if (count >= expected_total and steady >= 1) or steady >= 5 or now > deadline:
+            return report
+        time.sleep(0.25)
+
+
+def math_problems(report: dict, expected: list[int]) -> list[str]:
+    cells = report["cells"]
+    if len(cells) != len(expected):
+        return [f"{len(cells)} markdown cells in the page, {len(expected)} in the notebook"]
+    problems = [f"an output shows a MathJax error: {e}" for e in report["outputErrors"]]
+    for index, (cell, want) in enumerate(zip(cells, expected)):
+        where = f"markdown cell {index} ({cell['head'][:60]!r})"
+        if not cell["rendered"]:
+            problems.append(f"{where} is not rendered")
+            continue
+        if cell["math"] != want:
+            problems.append(f"{where}: MathJax typeset {cell['math']} formulas, the cell has {want}")
+        problems += [f"{where}: MathJax error {e!r}" for e in cell["errors"]]
+        problems += [f"{where}: undefined macro shown as {u!r}" for u in cell["undefined"]]
+        problems += [f"{where}: raw '$' in the rendered text: {r!r}" for r in cell["raw"]]
+    return problems
+
+
+def test_the_formula_report_sees_each_planted_mistake(browser, lab):
+    """The probe: a clean cell passes; a MathJax error, an unbalanced brace, an undefined macro and a lone
+    '$' are each named."""
+    page = open_notebook(browser, lab, MATH_PROBE)
+    try:
+        report = math_report(page, expected_total=4, timeout_s=30)
+        cells = dict(zip((name for name, _ in PROBE_CELLS), report["cells"]))
+        assert cells["fine"]["math"] == 2 and not (cells["fine"]["errors"] or cells["fine"]["undefined"]
+                                                   or cells["fine"]["raw"]), cells["fine"]
+        assert cells["error"]["errors"], cells["error"]
+        assert cells["unbalanced"]["raw"], cells["unbalanced"]
+        assert cells["undefined"]["errors"] or cells["undefined"]["undefined"], cells["undefined"]
+        assert cells["raw"]["raw"] and cells["raw"]["math"] == 0, cells["raw"]
+        problems = math_problems(report, [expected_formulas(text) for _, text in PROBE_CELLS])
+        names = [name for name, _ in PROBE_CELLS]
+        flagged = {names[i] for i in range(len(names)) if any(p.startswith(f"markdown cell {i} ") for p in problems)}
+        assert flagged == {"error", "unbalanced", "undefined", "raw"}, problems
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_formula_renders(executed, lab, assignment):
+    """MathJax typesets every $...$ and $$...$$ of every markdown cell: no error node, no undefined macro,
+    no '$' left in the rendered text (issue 13: a lost backslash once showed as 'oldsymbol')."""
+    page, _ = executed(assignment)
+    nb = json.loads((lab[2].parent / "notebooks" / f"{assignment}.ipynb").read_text())  # the notebook served
+    expected = [expected_formulas("".join(c["source"])) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    report = math_report(page, sum(expected))
+    problems = math_problems(report, expected)
+    if problems:
+        screenshot(page, f"FAILED-math-{assignment}")
+    assert not problems, f"{assignment}: formulas that do not render:\n" + "\n".join(problems[:30])
+    print(f"{assignment}: {sum(expected)} formulas in {len(expected)} markdown cells typeset by MathJax")
 
 
 # ------------------------------------------------------------------ the geometry widget

@@ -1,5 +1,13 @@
-"""The generated notebooks are up to date, deterministic, and leak nothing."""
+"""The generated notebooks are up to date, deterministic, and leak nothing.
+
+The self-study edition (notebooks/) also carries, after each test cell, an "extra checks" cell
+with that cell's hidden cases: they pass on the solutions, fail on the stubs, and diagnose
+what only the hidden cases catch, exactly as the graded version would.
+"""
+import contextlib
+import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -7,7 +15,9 @@ import subprocess
 import nbformat
 import pytest
 
-from grader.build import build, HIDDEN_TESTS, SOLUTION_MARKER
+from grader.build import (EXTRA_CHECKS_HEADER, EXTRA_CHECKS_PREFIX, HIDDEN_TESTS, SOLUTION_MARKER, build, hidden_tests,
+                          is_extra_checks, script_to_notebook)
+from grader.compare import CheckFailed
 from tests.conftest import ASSIGNMENTS, ROOT
 
 GENERATED = ["release", "notebooks", "solutions"]
@@ -44,9 +54,9 @@ def test_release_contains_only_notebooks(rebuilt):
         assert files == [f"{assignment}.ipynb"], f"nbgrader copied extra files into release/{assignment}: {files}"
 
 
-def solution_and_hidden_lines(assignment):
+def solution_and_hidden_lines(assignment, root=ROOT):
     """Lines of code learners must not see: solution bodies and hidden tests."""
-    source = (ROOT / "source" / assignment / f"{assignment}.py").read_text()
+    source = (root / "source" / assignment / f"{assignment}.py").read_text()
     solutions = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", source, re.S)
     hidden = [m.group(0) for m in HIDDEN_TESTS.finditer(source)]
     keep = lambda line: len(line.strip()) > 12 and not line.strip().startswith("#")  # noqa: E731
@@ -54,20 +64,49 @@ def solution_and_hidden_lines(assignment):
             [l.strip() for block in hidden for l in block.splitlines() if keep(l) and "HIDDEN TESTS" not in l])
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_no_solutions_or_hidden_tests_leak(assignment):
-    solution_lines, hidden_lines = solution_and_hidden_lines(assignment)
+def code(cells) -> str:
+    return "\n".join(c.source for c in cells if c.cell_type == "code")
+
+
+def assert_editions_leak_nothing(root, assignment):
+    """release/: no solution, no hidden test. notebooks/: hidden tests only in its extra-checks cells (all of
+    them there), solutions never. solutions/: no hidden test, no marker."""
+    solution_lines, hidden_lines = solution_and_hidden_lines(assignment, root)
     assert hidden_lines, "every assignment should have hidden tests"
-    learner_files = [ROOT / "release" / assignment / f"{assignment}.ipynb", ROOT / "notebooks" / f"{assignment}.ipynb"]
-    for path in learner_files:
-        code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
-        for line in solution_lines + hidden_lines:
-            assert line not in code, f"{path.name} leaks: {line}"
-        assert "BEGIN SOLUTION" not in code and "HIDDEN TESTS" not in code
-    solved = "\n".join(c.source for c in nbformat.read(ROOT / "solutions" / f"{assignment}.ipynb", as_version=4).cells)
+    release = nbformat.read(root / "release" / assignment / f"{assignment}.ipynb", as_version=4).cells
+    self_study = nbformat.read(root / "notebooks" / f"{assignment}.ipynb", as_version=4).cells
+    extra = [c for c in self_study if is_extra_checks(c)]
+    assert extra, f"notebooks/{assignment}.ipynb has no extra-checks cell: run `make build`"
+    assert not [c for c in release if is_extra_checks(c) or c.id.startswith(EXTRA_CHECKS_PREFIX)]
+    for name, text, forbidden in [
+        (f"release/{assignment}", code(release), solution_lines + hidden_lines),
+        (f"notebooks/{assignment} outside its extra checks", code(c for c in self_study if not is_extra_checks(c)),
+         solution_lines + hidden_lines),
+        (f"notebooks/{assignment}'s extra checks", code(extra), solution_lines),
+    ]:
+        for line in forbidden:
+            assert line not in text, f"{name} leaks: {line}"
+        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, f"{name} keeps a marker"
+    for line in hidden_lines:
+        assert line in code(extra), f"notebooks/{assignment}'s extra checks miss a hidden test: {line}"
+    solved_cells = nbformat.read(root / "solutions" / f"{assignment}.ipynb", as_version=4).cells
+    solved = "\n".join(c.source for c in solved_cells)
     for line in hidden_lines:
         assert line not in solved, f"solutions/{assignment}.ipynb keeps a hidden test: {line}"
     assert not SOLUTION_MARKER.search(solved)
+    assert not [c for c in solved_cells if c.id.startswith(EXTRA_CHECKS_PREFIX)]
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_solutions_or_hidden_tests_leak(assignment):
+    """The committed editions."""
+    assert_editions_leak_nothing(ROOT, assignment)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_rebuilt_editions_leak_nothing(rebuilt, assignment):
+    """What build() makes of today's source/."""
+    assert_editions_leak_nothing(rebuilt, assignment)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -88,3 +127,188 @@ def test_self_study_edition_starts_with_colab_badge_and_setup(assignment):
     cells = nbformat.read(ROOT / "notebooks" / f"{assignment}.ipynb", as_version=4).cells
     assert "colab.research.google.com/github/" in cells[0].source and f"notebooks/{assignment}.ipynb" in cells[0].source
     assert '"google.colab" in sys.modules' in cells[1].source
+
+
+# ------------------------------------------------------------------ the self-study edition's extra checks
+FRONT = ("colab-badge", "colab-setup", "solution-sketches")
+MUTANT_MODULE = {"01_bn_vs_ln": "bn_vs_ln", "02_geometry": "geometry", "03_backward": "backward",
+                 "04_rmsnorm": "rmsnorm", "05_placement": "placement", "06_welford": "welford"}
+
+
+def editions(root, assignment):
+    source = script_to_notebook(root / "source" / assignment / f"{assignment}.py")
+    release = nbformat.read(root / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    self_study = nbformat.read(root / "notebooks" / f"{assignment}.ipynb", as_version=4)
+    return source, release, self_study
+
+
+def nbgrader_meta(cell) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_self_study_edition_is_the_release_plus_front_cells_and_extra_checks(rebuilt, assignment):
+    """Every release cell, unchanged and in order; after each test cell with hidden tests, its extra checks."""
+    source, release, self_study = editions(rebuilt, assignment)
+    cells = self_study.cells
+    assert [c.id for c in cells[:len(FRONT)]] == list(FRONT)
+    body = cells[len(FRONT):]
+    assert [c for c in body if not is_extra_checks(c)] == release.cells
+    hidden = hidden_tests(source)
+    assert hidden, f"{assignment} has no hidden tests"
+    extra_ids = [c.id for c in body if is_extra_checks(c)]
+    assert extra_ids == [EXTRA_CHECKS_PREFIX + grade_id for grade_id in hidden], "one extra-checks cell per test cell"
+    for index, cell in enumerate(body):
+        if not is_extra_checks(cell):
+            continue
+        before = body[index - 1]
+        grade_id = cell.id[len(EXTRA_CHECKS_PREFIX):]
+        assert before.id == grade_id and nbgrader_meta(before).get("grade"), f"{cell.id} does not follow {grade_id}"
+        assert cell.source == EXTRA_CHECKS_HEADER + hidden[grade_id]
+        assert "nbgrader" not in cell.metadata and not cell.outputs, f"{cell.id}: not a plain, empty code cell"
+        assert cell.metadata["editable"] is False and cell.metadata["deletable"] is False, f"{cell.id} is not locked"
+        compile(cell.source, cell.id, "exec")
+
+
+def test_hidden_tests_are_read_whole_and_must_sit_at_the_top_level():
+    cell = nbformat.v4.new_code_cell(
+        'check(f)\n### BEGIN HIDDEN TESTS\ncheck(f, n=1)\n### END HIDDEN TESTS\nprint("visible again")\n'
+        "### BEGIN HIDDEN TESTS\nfor n in (2, 3):\n    check(f, n=n)\n### END HIDDEN TESTS\n",
+        metadata={"nbgrader": {"grade": True, "grade_id": "test_f", "points": 1}})
+    plain = nbformat.v4.new_code_cell("### BEGIN HIDDEN TESTS\nx = 1\n### END HIDDEN TESTS\n")  # not a test cell
+    nb = nbformat.v4.new_notebook(cells=[cell, plain])
+    assert hidden_tests(nb) == {"test_f": "check(f, n=1)\nfor n in (2, 3):\n    check(f, n=n)"}
+    cell.source = ("for n in (1, 2):\n    check(f)\n"
+                   "    ### BEGIN HIDDEN TESTS\n    check(f, n=n)\n    ### END HIDDEN TESTS\n")
+    with pytest.raises(ValueError, match="top level"):
+        hidden_tests(nb)
+    cell.source = "### BEGIN HIDDEN TESTS\ncheck(f,\n### END HIDDEN TESTS\n"
+    with pytest.raises(SyntaxError):
+        hidden_tests(nb)
+
+
+def learner_namespace(self_study, replace: dict | None = None) -> dict:
+    """What a learner's kernel holds before the checks: the imports cell, the definition-only cells and the
+    exercise cells (their stubs, or ``replace[cell id]``), run like tests/diagnosis_harness.py does."""
+    from tests.diagnosis_harness import _definitions_only
+
+    os.environ.setdefault("NBGRADER_EXECUTION", "autograde")
+    code_cells = [c for c in self_study.cells if c.cell_type == "code" and c.id not in FRONT]
+    namespace: dict = {"__name__": "__self_study__"}
+    for index, cell in enumerate(code_cells):
+        meta = nbgrader_meta(cell)
+        if index == 0 or meta.get("solution") or (not meta.get("grade") and not is_extra_checks(cell)
+                                                  and _definitions_only(cell.source)):
+            text = (replace or {}).get(cell.id, cell.source)
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(text, f"<{cell.id}>", "exec"), namespace)
+    return namespace
+
+
+def solved_exercises(root, assignment) -> dict:
+    """exercise cell id -> its solved source (solutions/)."""
+    cells = nbformat.read(root / "solutions" / f"{assignment}.ipynb", as_version=4).cells
+    return {c.id: c.source for c in cells if nbgrader_meta(c).get("solution")}
+
+
+def checks_in_order(self_study) -> list[tuple[str, str, str]]:
+    """(exercise, cell id, source) of every visible test cell and extra-checks cell, in notebook order."""
+    found, exercise = [], None
+    for cell in self_study.cells:
+        meta = nbgrader_meta(cell)
+        if cell.cell_type != "code":
+            continue
+        if meta.get("solution"):
+            exercise = meta["grade_id"]
+        elif meta.get("grade") or is_extra_checks(cell):
+            found.append((exercise, cell.id, cell.source))
+    return found
+
+
+def run_cell(text: str, name: str, namespace: dict):
+    """(printed text, exception or None)."""
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            exec(compile(text, f"<{name}>", "exec"), namespace)
+    except Exception as error:  # noqa: BLE001 - the verdict is what we read
+        return out.getvalue(), error
+    return out.getvalue(), None
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_extra_checks_pass_on_the_solutions(rebuilt, assignment):
+    """The solved self-study notebook: every visible check and every extra check passes, and says so."""
+    _, _, self_study = editions(rebuilt, assignment)
+    namespace = learner_namespace(self_study, solved_exercises(rebuilt, assignment))
+    for _, cell_id, text in checks_in_order(self_study):
+        printed, error = run_cell(text, cell_id, namespace)
+        assert error is None, f"{assignment}: {cell_id} fails on the solution: {type(error).__name__}: {error}"
+        if cell_id.startswith(EXTRA_CHECKS_PREFIX):
+            assert "✔" in printed, f"{assignment}: {cell_id} passed without saying so:\n{printed}"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_extra_checks_fail_on_the_stubs(rebuilt, assignment):
+    """The unsolved self-study notebook: no extra check passes an exercise nobody has written."""
+    _, _, self_study = editions(rebuilt, assignment)
+    namespace = learner_namespace(self_study)
+    for _, cell_id, text in checks_in_order(self_study):
+        if cell_id.startswith(EXTRA_CHECKS_PREFIX):
+            _, error = run_cell(text, cell_id, namespace)
+            assert isinstance(error, (NotImplementedError, CheckFailed)), (
+                f"{assignment}: {cell_id} on the stub gave {error!r}, not the unwritten exercise or a diagnosis")
+
+
+def test_extra_checks_catch_the_shortcut_variance_the_visible_check_lets_through(rebuilt):
+    """Issue 13's example: E[x^2] - mu^2 passes 01's visible check; the extra checks name the mistake."""
+    if "01_bn_vs_ln" not in ASSIGNMENTS:
+        pytest.skip("01_bn_vs_ln not selected")
+    _, _, self_study = editions(rebuilt, "01_bn_vs_ln")
+    shortcut = ("def layernorm(x, gamma, beta, eps=1e-5):\n"
+                "    mu = x.mean(axis=-1, keepdims=True)\n"
+                "    var = (x * x).mean(axis=-1, keepdims=True) - mu * mu\n"
+                "    return gamma * (x - mu) / np.sqrt(var + eps) + beta\n")
+    namespace = learner_namespace(self_study, {"layernorm": shortcut})
+    cells = {cell_id: text for _, cell_id, text in checks_in_order(self_study)}
+    _, error = run_cell(cells["test_layernorm"], "test_layernorm", namespace)
+    assert error is None, f"the visible check already fails: {error}"
+    _, error = run_cell(cells["extra-test_layernorm"], "extra-test_layernorm", namespace)
+    assert isinstance(error, CheckFailed) and "ln.naive_variance" in error.misconceptions, repr(error)
+    assert "Likely cause" in str(error)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_extra_checks_diagnose_every_mutant_as_the_graded_version_does(rebuilt, assignment):
+    """On every generated mutant and correct variant (tests/mutants/), visible checks then extra checks give
+    the verdict and the misconception ids of the source's test cells, hidden tests included."""
+    from tests.diagnosis_harness import diagnose
+    from tests.mutants import load
+
+    _, _, self_study = editions(rebuilt, assignment)
+    base = learner_namespace(self_study, solved_exercises(rebuilt, assignment))  # the other exercises solved
+    order = checks_in_order(self_study)
+    mutants, corrects = load(MUTANT_MODULE[assignment])
+    only_extra = 0
+    for item in mutants + corrects:
+        expected = diagnose(assignment, item.exercise, item.function, namespace=item.namespace)
+        namespace = {**base, item.exercise: item.function, **item.namespace}
+        got, caught_by = None, None
+        for exercise, cell_id, text in order:
+            if exercise != item.exercise:
+                continue
+            if not cell_id.startswith(EXTRA_CHECKS_PREFIX):
+                scope = dict(namespace)  # a test cell and its extra checks share one scope, as in a kernel
+            _, error = run_cell(text, cell_id, scope)
+            if error is not None:
+                got, caught_by = error, cell_id
+                break
+        if expected.passed:
+            assert got is None, f"{item.label}: passes the graded tests but fails {caught_by}: {got!r}"
+            continue
+        assert got is not None, f"{item.label}: fails {expected.test} when graded, passes every self-study check"
+        assert caught_by.removeprefix(EXTRA_CHECKS_PREFIX) == expected.test, (item.label, caught_by, expected.test)
+        ids = tuple(got.misconceptions) if isinstance(got, CheckFailed) else ()
+        assert ids == expected.ids, f"{item.label}: {caught_by} names {ids}, the graded version {expected.ids}"
+        only_extra += caught_by.startswith(EXTRA_CHECKS_PREFIX)
+    print(f"{assignment}: {len(mutants)} mutants, {only_extra} of them caught by the extra checks only")

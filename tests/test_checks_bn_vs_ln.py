@@ -146,3 +146,84 @@ def test_diagnoses_carry_the_ids_of_the_mistakes_they_name(check, function, kwar
     with pytest.raises(CheckFailed) as failure:
         check(function, **kwargs)
     assert set(failure.value.misconceptions) == ids, str(failure.value)
+
+
+# ---------------------------------------------------------------- running statistics
+@pytest.mark.parametrize("batch_norm_train", impl.CORRECT_TRAINS, ids=lambda f: f.__name__)
+def test_correct_training_steps_pass(batch_norm_train):
+    checks.check_batch_norm_train(batch_norm_train)
+    checks.check_batch_norm_train(batch_norm_train, shape=(2, 3, 2, 4), seed=1, momentum=0.01)
+    checks.check_batch_norm_train(batch_norm_train, shape=(2, 5), seed=2, momentum=0.7, eps=1.0)
+    checks.check_batch_norm_train(batch_norm_train, shape=(4, 5, 6), seed=3, scale=1e-2, offset=1e4)
+
+
+@pytest.mark.parametrize("name", list(impl.WRONG_TRAINS))
+def test_wrong_training_steps_are_diagnosed(name):
+    function, diagnosis, kwargs = impl.WRONG_TRAINS[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_batch_norm_train(function, **kwargs)
+    assert diagnosis in str(failure.value), str(failure.value)
+
+
+@pytest.mark.parametrize("batch_norm_eval", impl.CORRECT_EVALS, ids=lambda f: f.__name__)
+def test_correct_evaluations_pass(batch_norm_eval):
+    checks.check_batch_norm_eval(batch_norm_eval)
+    checks.check_batch_norm_eval(batch_norm_eval, shape=(7,), seed=1)
+    checks.check_batch_norm_eval(batch_norm_eval, shape=(2, 3, 4, 5), seed=2, eps=1.0)
+    checks.check_batch_norm_eval(batch_norm_eval, shape=(6, 3), seed=3, scale=1e-2, offset=1e4)
+
+
+@pytest.mark.parametrize("name", list(impl.WRONG_EVALS))
+def test_wrong_evaluations_are_diagnosed(name):
+    function, diagnosis, kwargs = impl.WRONG_EVALS[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_batch_norm_eval(function, **kwargs)
+    assert diagnosis in str(failure.value), str(failure.value)
+
+
+@pytest.mark.parametrize("check, function, ids", [
+    (checks.check_batch_norm_train, impl.train_keras_momentum, {"bn.momentum_reversed"}),
+    (checks.check_batch_norm_train, impl.train_biased_running, {"bn.running_var_biased"}),
+    (checks.check_batch_norm_train, impl.train_in_place, {"bn.running_in_place"}),
+    (checks.check_batch_norm_train, impl.train_returns_y, {"bn.running_not_returned"}),
+    (checks.check_batch_norm_train, impl.train_forgets_update, {"bn.running_not_updated"}),
+    (checks.check_batch_norm_train, impl.train_replaces, {"bn.momentum_ignored"}),
+    (checks.check_batch_norm_train, impl.train_axis_zero, {"bn.running_wrong_axes"}),
+    (checks.check_batch_norm_train, impl.train_normalises_with_running, {"bn.train_uses_running"}),
+    (checks.check_batch_norm_train, impl.train_momentum_fixed, {"bn.momentum_hardcoded"}),
+    (checks.check_batch_norm_train, impl.train_stores_std, {"bn.running_std", "bn.running_var_biased",
+                                                            "bn.running_var_eps"}),
+    (checks.check_batch_norm_eval, impl.eval_batch_stats, {"bn.eval_uses_batch_stats"}),
+    (checks.check_batch_norm_eval, impl.eval_batch_mean, {"bn.eval_uses_batch_stats"}),
+    (checks.check_batch_norm_eval, impl.eval_eps_outside, {"bn.eps_outside_sqrt"}),
+    (checks.check_batch_norm_eval, impl.eval_updates, {"bn.eval_updates_running"}),
+    (checks.check_batch_norm_eval, impl.eval_swapped, {"bn.affine_swapped"}),
+], ids=lambda value: getattr(value, "__name__", None))
+def test_running_diagnoses_carry_their_ids(check, function, ids):
+    with pytest.raises(CheckFailed) as failure:
+        check(function)
+    assert set(failure.value.misconceptions) == ids, str(failure.value)
+
+
+def test_the_callers_running_statistics_are_never_touched_by_the_check():
+    """The check hands copies to the learner: an in-place update is seen, and the check's own arrays stay put."""
+    seen = []
+
+    def spy(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+        seen.append((running_mean, running_var))
+        return impl.train_in_place(x, gamma, beta, running_mean, running_var, momentum, eps)
+
+    with pytest.raises(CheckFailed):
+        checks.check_batch_norm_train(spy)
+    x = checks.random_input((2, 3, 5), seed=0)
+    assert np.array_equal(checks._running_start(x, 0)[0], checks._running_start(x, 0)[0])
+    assert seen
+
+
+@pytest.mark.parametrize("check", [checks.check_batch_norm_train, checks.check_batch_norm_eval])
+def test_running_stubs_raise_not_implemented(check):
+    def stub(*_args, **_kwargs):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedError):
+        check(stub)

@@ -19,7 +19,7 @@ CHECKS = {
     "check_layernorm": (bn_vs_ln.check_layernorm, ()),
     "check_batch_norm": (bn_vs_ln.check_batch_norm, ()),
     "check_leaks_future": (bn_vs_ln.check_leaks_future, ()),
-    "check_centering_matrix": (geometry.check_centering_matrix, ()),
+    "check_complement_projection": (geometry.check_complement_projection, ()),
     "check_invariance_gap": (geometry.check_invariance_gap, ()),
     "check_layer_norm_jacobian": (backward.check_layer_norm_jacobian, ()),
     "check_jacobian_is_projection": (backward.check_jacobian_is_projection, ()),

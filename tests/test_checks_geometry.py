@@ -7,27 +7,45 @@ from tests.implementations import define_in_sandbox
 from tests.implementations import geometry as impl
 
 
-@pytest.mark.parametrize("centering_matrix", impl.CORRECT_CENTERINGS, ids=lambda f: f.__name__)
-def test_correct_centering_matrices_pass(centering_matrix):
-    for d in (1, 2, 3, 4, 17, 256):
-        checks.check_centering_matrix(centering_matrix, d=d, seed=d)
+HIDDEN_PROJECTION_CASES = ((1, (0,), 1, 0, False), (5, (0, 1, 2, 3, 4), 5, 1, True), (64, (0, 3, 7, 9), 4, 2, True),
+                           (17, (1, 2, 5), 6, 3, True), (256, (0,), 1, 4, False), (8, (0, 1, 2), 3, 5, True))
 
 
-@pytest.mark.parametrize("name", list(impl.WRONG_CENTERINGS))
-def test_wrong_centering_matrices_are_diagnosed(name):
-    function, diagnosis, kwargs = impl.WRONG_CENTERINGS[name]
+@pytest.mark.parametrize("complement_projection", impl.CORRECT_PROJECTIONS, ids=lambda f: f.__name__)
+def test_correct_projections_pass(complement_projection):
+    checks.check_complement_projection(complement_projection)
+    checks.check_complement_projection(complement_projection, cases=HIDDEN_PROJECTION_CASES)
+
+
+@pytest.mark.parametrize("name", list(impl.WRONG_PROJECTIONS))
+def test_wrong_projections_are_diagnosed(name):
+    function, diagnosis, kwargs = impl.WRONG_PROJECTIONS[name]
     with pytest.raises(CheckFailed) as failure:
-        checks.check_centering_matrix(function, **kwargs)
+        checks.check_complement_projection(function, **kwargs)
     assert diagnosis in str(failure.value), str(failure.value)
 
 
-@pytest.mark.parametrize("name", ["identity", "1/d missing", "divided by d twice", "d - 1 for d", "diagonal only",
-                                  "running mean"])
-def test_wrong_centering_matrices_fail_at_every_size(name):
-    function = impl.WRONG_CENTERINGS[name][0]
-    for d in (3, 9, 64):
-        with pytest.raises(CheckFailed):
-            checks.check_centering_matrix(function, d=d)
+def test_test_matrices_have_the_span_they_claim():
+    """The DCT columns are orthogonal, and V = B R spans exactly r directions (so trace d - r is the target)."""
+    import numpy as np
+
+    B = checks.dct_basis(9, range(9))
+    G = B.T @ B
+    np.testing.assert_allclose(G - np.diag(np.diag(G)), 0.0, atol=1e-12)
+    np.testing.assert_allclose(B[:, 0], 1.0)
+    for case in checks.STANDARD_PROJECTION_CASES + HIDDEN_PROJECTION_CASES:
+        c = checks._Case(*case)
+        assert np.linalg.matrix_rank(c.V) == c.r == np.linalg.matrix_rank(np.hstack([c.V, c.B]))
+        assert c.dependent == (c.k > c.r)
+
+
+def test_the_centring_matrix_is_the_first_case():
+    """With V = the all-ones column, the projection is I - 1 1^T / d, and it centres (2, 4, 6, 8)."""
+    import numpy as np
+
+    P = impl.projection_gram_schmidt(np.ones((4, 1)))
+    np.testing.assert_allclose(P, np.eye(4) - 0.25, atol=1e-15)
+    np.testing.assert_allclose(P @ np.array([2.0, 4.0, 6.0, 8.0]), [-3.0, -1.0, 1.0, 3.0], atol=1e-14)
 
 
 @pytest.mark.parametrize("gap", impl.CORRECT_GAPS, ids=lambda f: f.__name__)
@@ -55,14 +73,14 @@ def test_wrong_gaps_fail_for_other_seeds(name, seed):
 
 
 def test_stubs_raise_not_implemented():
-    def centering_stub(d):
+    def projection_stub(V):
         raise NotImplementedError()
 
     def gap_stub(norm, x, a, c):
         raise NotImplementedError()
 
     with pytest.raises(NotImplementedError):
-        checks.check_centering_matrix(centering_stub)
+        checks.check_complement_projection(projection_stub)
     with pytest.raises(NotImplementedError):
         checks.check_invariance_gap(gap_stub)
 

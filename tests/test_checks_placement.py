@@ -7,6 +7,10 @@ from grader.compare import CheckFailed
 from tests.implementations import placement as impl
 
 HIDDEN_SHAPES = ((1, 3), (2, 2, 2, 4), (16, 32), (3, 1, 7))
+# The hidden test cell's cases for qk_norm_logits (source/05_placement): the checks module keeps
+# only the visible ones, so the grader a learner installs does not carry the hidden cases.
+QK_HIDDEN = (((), 1, 1, 2, 1e-6), ((), 7, 7, 32, 1e-6), ((3,), 2, 5, 4, 1e-6), ((2, 3), 3, 3, 16, 1e-6),
+             ((), 6, 6, 64, 1e-6))
 
 
 @pytest.mark.parametrize("sublayer", impl.CORRECT, ids=lambda f: f.__name__)
@@ -73,3 +77,57 @@ def test_checks_do_not_import_torch():
     code = "import sys, grader.checks.placement; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- qk_norm_logits
+@pytest.mark.parametrize("function", impl.QK_CORRECT, ids=lambda f: f.__name__)
+def test_qk_correct_implementations_pass(function):
+    checks.check_qk_norm_logits(function)
+    checks.check_qk_norm_logits(function, cases=QK_HIDDEN, seed=11)
+
+
+@pytest.mark.parametrize("name", list(impl.QK_WRONG))
+def test_qk_wrong_implementations_are_diagnosed(name):
+    function, diagnosis = impl.QK_WRONG[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_qk_norm_logits(function)
+    assert diagnosis in str(failure.value), str(failure.value)
+
+
+def test_qk_eps_ignored_is_named():
+    def no_eps(q, k, g_q, g_k, eps=1e-6):
+        return impl.qk_matmul(q, k, g_q, g_k, 0.0)
+
+    with pytest.raises(CheckFailed, match="eps = 1e-06 was not used"):
+        checks.check_qk_norm_logits(no_eps)
+
+
+def test_qk_oracle_meets_the_bound():
+    """The oracle's logits never exceed max_i |g_q,i g_k,i| sqrt(d_k), and a query equal to a key
+    along one axis reaches it: the bound the notebook asks for is tight."""
+    q, k, g_q, g_k = checks._qk_inputs((), 6, 6, 8, 0)
+    logits = checks._qk_oracle(q, k, g_q, g_k, 0.0)
+    bound = np.max(np.abs(g_q * g_k)) * np.sqrt(8)
+    assert np.max(np.abs(logits)) <= bound
+    i = int(np.argmax(np.abs(g_q * g_k)))
+    e = np.zeros((1, 8))
+    e[0, i] = 1.0
+    assert checks._qk_oracle(e, e, g_q, g_k, 0.0)[0, 0] == pytest.approx(bound)
+
+
+def test_qk_stub_raises_not_implemented():
+    def stub(q, k, g_q, g_k, eps=1e-6):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedError):
+        checks.check_qk_norm_logits(stub)
+
+
+def test_qk_checks_import_torch_only_when_run():
+    import subprocess
+    import sys
+
+    code = ("import sys, grader.checks.placement as c; from tests.implementations.placement import qk_matmul; "
+            "print('torch' in sys.modules); c.check_qk_norm_logits(qk_matmul); print('torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split()[0] == "False" and result.stdout.split()[-1] == "True"

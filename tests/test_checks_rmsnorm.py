@@ -84,3 +84,76 @@ def test_forward_mistakes_are_all_named_and_only_those(name):
     for phrase in impl.ALL_NAMED:
         if phrase not in named and not any(phrase in n for n in named):
             assert phrase not in text, (f"names an absent mistake: {phrase}", text)
+
+
+# ---------------------------------------------------------------- rms_norm_bf16
+BF16_CASES = [{}, dict(shape=(4, 4096), seed=41), dict(shape=(3, 2, 128), eps=1e-5, seed=42),
+              dict(shape=(8, 256), eps=1e-4, seed=43), dict(shape=(16, 64), seed=44)]
+
+
+@pytest.mark.parametrize("forward", impl.CORRECT_BF16, ids=lambda f: f.__name__)
+def test_correct_bf16_forwards_pass(forward):
+    """Both orders of the gain, and float64 statistics, sit on the rounding floor for every graded case."""
+    for kwargs in BF16_CASES:
+        checks.check_rms_norm_bf16(forward, **kwargs)
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 3))
+def test_bf16_verdicts_do_not_depend_on_the_seed(seed):
+    """Right answers pass and bfloat16 statistics fail on any input: the verdict is not luck."""
+    for forward in impl.CORRECT_BF16:
+        checks.check_rms_norm_bf16(forward, shape=(4, 256), seed=seed)
+    for wrong in (impl.bf16_no_upcast, impl.bf16_r_cast_early):
+        with pytest.raises(CheckFailed) as failure:
+            checks.check_rms_norm_bf16(wrong, shape=(4, 256), seed=seed)
+        assert failure.value.misconceptions == ("rms.no_upcast",)
+
+
+@pytest.mark.parametrize("name", list(impl.WRONG_BF16))
+def test_wrong_bf16_forwards_are_diagnosed(name):
+    function, diagnosis, kwargs = impl.WRONG_BF16[name]
+    with pytest.raises(CheckFailed) as failure:
+        checks.check_rms_norm_bf16(function, **kwargs)
+    assert diagnosis in str(failure.value), str(failure.value)
+
+
+def test_bf16_grid_rounds_to_nearest_even_like_torch():
+    """The check's own rounding (numpy) agrees with torch's float32 -> bfloat16 conversion, ties included."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    values = np.concatenate([rng.standard_normal(20000) * 10.0 ** rng.integers(-8, 8, 20000),
+                             [1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, -(1.0 + 2.0 ** -8), 0.0, 256.0 + 1.0]]).astype(np.float32)
+    ours = checks.to_bf16(values)
+    theirs = torch.from_numpy(values).to(torch.bfloat16).float().numpy()
+    np.testing.assert_array_equal(ours, theirs)
+    lower, upper, nearest, near_tie = checks._bf16_grid(np.array([1.0 + 2.0 ** -8, 1.0 + 2.0 ** -9]))
+    assert list(near_tie) == [True, False] and list(nearest) == [1.0, 1.0]
+
+
+def test_bf16_stub_raises_not_implemented():
+    def stub(x, gamma, eps=1e-6):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedError):
+        checks.check_rms_norm_bf16(stub)
+
+
+@pytest.mark.slow
+def test_bf16_diagnosis_is_the_same_in_a_grading_sandbox():
+    """Through a real sandbox (float32 arrays in and out), the same verdicts and ids as in-process."""
+    import inspect
+    from pathlib import Path
+
+    client = pytest.importorskip("grader.sandbox.client")
+    with client.Sandbox(mode="auto") as box:
+        reply = box.run_cell(Path(inspect.getsourcefile(impl)).read_text())
+        assert not any(o.get("output_type") == "error" for o in reply["outputs"]), reply
+        for function in [impl.bf16_llama, impl.bf16_no_upcast, impl.bf16_returns_float32, impl.bf16_eps_outside]:
+            outcomes = []
+            for candidate in (function, box.lookup(function.__name__)):
+                try:
+                    checks.check_rms_norm_bf16(candidate)
+                    outcomes.append(("passed", ()))
+                except CheckFailed as failure:
+                    outcomes.append(("failed", failure.misconceptions))
+            assert outcomes[0] == outcomes[1], (function.__name__, outcomes)

@@ -289,3 +289,19 @@ def test_m2_check_holds_no_closed_form_answer():
     source = inspect.getsource(checks.check_m2_update) + inspect.getsource(checks._m2_step_cause)
     for answer in ["(x - mean_old) * (x - mean_new)", "(x - mo) * (x - mn)", "delta * (x - mean"]:
         assert answer not in source
+
+
+def test_welford_demo_has_its_own_oracle():
+    """normlab's demo imports no check module; its exact variance is the checks' exact variance."""
+    import ast
+    import inspect
+
+    import normlab.welford_demo as demo
+
+    tree = ast.parse(inspect.getsource(demo))
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if m and m.startswith("grader")], imported
+    rng = np.random.default_rng(5)
+    for x in SPECIAL_INPUTS[:6] + [1e8 + rng.standard_normal(500), (3000 + rng.standard_normal(64)).astype(np.float32)]:
+        assert demo.exact_variance(x) == checks.exact_mean_var(x)[1]

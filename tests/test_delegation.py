@@ -77,10 +77,10 @@ DELEGATING = {
                                 "    return (mean.numpy(), var.numpy())", "torch.var_mean"),
     "torch.var_mean": ("var, mean = torch.var_mean(torch.from_numpy(x), dim=-1, correction=0)\n"
                        "    return (mean.numpy(), var.numpy())", "torch.var_mean"),
-    "normlab.geometry.layer_norm": ("from normlab.geometry import layer_norm as theirs\n    return theirs(x)",
-                                    "normlab.geometry.layer_norm"),
-    "normlab.geometry.rms_norm": ("import normlab.geometry\n    return normlab.geometry.rms_norm(x)",
-                                  "normlab.geometry.rms_norm"),
+    "normlab.geometry._layer_norm": ("from normlab.geometry import _layer_norm as theirs\n    return theirs(x, 1e-5)",
+                                     "normlab.geometry._layer_norm"),
+    "normlab.geometry._rms_norm": ("import normlab.geometry\n    return normlab.geometry._rms_norm(x, 1e-5)",
+                                   "normlab.geometry._rms_norm"),
     "grader.oracles.layer_norm": ("from grader import oracles\n    return oracles.layer_norm(x, 1e-5, gamma, beta)",
                                   "grader.oracles.layer_norm"),
     "grader.numerics via grader.compare": ("from grader.compare import relative_error\n"
@@ -120,7 +120,7 @@ def test_demo_cells_may_use_the_library_freely(box):
     """Comparing with torch in a notebook cell is the course's own "In PyTorch" section: never recorded."""
     reply = box.run_cell("y_torch = F.layer_norm(torch.from_numpy(X_demo := np.ones((2, 4)) * [[1, 2, 3, 4]]), (4,))\n"
                          "layer = torch.nn.LayerNorm(4, dtype=torch.float64)\ny_layer = layer(torch.from_numpy(X_demo))\n"
-                         "from normlab.geometry import layer_norm as reference\ny_ref = reference(X_demo)\n"
+                         "from normlab.geometry import _layer_norm as reference\ny_ref = reference(X_demo, 1e-5)\n"
                          "def compare(x):\n    return F.layer_norm(torch.from_numpy(x), (x.shape[-1],)).numpy()\n"
                          "compare(X_demo)\n")
     assert reply["error"] is None
@@ -141,11 +141,11 @@ def test_torch_used_for_something_else_is_fine(box):
 
 def test_reloading_or_reimporting_a_module_keeps_its_wires(box):
     define(box, "import importlib, sys, normlab.geometry\nimportlib.reload(normlab.geometry)\n"
-                "from normlab.geometry import layer_norm as reloaded\n"
+                "from normlab.geometry import _layer_norm as reloaded\n"
                 "del sys.modules['grader.oracles']\nimport grader.oracles as reimported\n"
-                "def graded(x):\n    return reloaded(x)\n"
+                "def graded(x):\n    return reloaded(x, 1e-5)\n"
                 "def graded_too(x):\n    return reimported.layer_norm(x, 1e-5)\n")
-    assert call(box, "graded", X)["delegated"] == ["normlab.geometry.layer_norm"]
+    assert call(box, "graded", X)["delegated"] == ["normlab.geometry._layer_norm"]
     assert call(box, "graded_too", X)["delegated"] == ["grader.oracles.layer_norm"]
 
 
@@ -165,14 +165,18 @@ CORRECT = [  # (module of implementations, their list, the exercise's name, its 
     (bn_vs_ln_impl, "CORRECT_LAYERNORMS", "layernorm", bn_vs_ln.check_layernorm),
     (bn_vs_ln_impl, "CORRECT_BATCH_NORMS", "batch_norm", bn_vs_ln.check_batch_norm),
     (bn_vs_ln_impl, "CORRECT_PROBES", "leaks_future", bn_vs_ln.check_leaks_future),
-    (geometry_impl, "CORRECT_CENTERINGS", "centering_matrix", geometry.check_centering_matrix),
+    (bn_vs_ln_impl, "CORRECT_TRAINS", "batch_norm_train", bn_vs_ln.check_batch_norm_train),
+    (bn_vs_ln_impl, "CORRECT_EVALS", "batch_norm_eval", bn_vs_ln.check_batch_norm_eval),
+    (geometry_impl, "CORRECT_PROJECTIONS", "complement_projection", geometry.check_complement_projection),
     (geometry_impl, "CORRECT_GAPS", "invariance_gap", geometry.check_invariance_gap),
     (backward_impl, "CORRECT_JACOBIANS", "layer_norm_jacobian", backward.check_layer_norm_jacobian),
     (backward_impl, "CORRECT_VJPS", "layer_norm_vjp", backward.check_layer_norm_vjp),
     (backward_impl, "CORRECT_BACKWARDS", "layer_norm_backward", backward.check_layer_norm_backward),
     (placement_impl, "CORRECT", "residual_sublayer", placement.check_residual_sublayer),
+    (placement_impl, "QK_CORRECT", "qk_norm_logits", placement.check_qk_norm_logits),
     (rmsnorm_impl, "CORRECT_FORWARDS", "rms_norm", rmsnorm.check_rms_norm),
     (rmsnorm_impl, "CORRECT_BACKWARDS", "rms_norm_backward", rmsnorm.check_rms_norm_backward),
+    (rmsnorm_impl, "CORRECT_BF16", "rms_norm_bf16", rmsnorm.check_rms_norm_bf16),
     (welford_impl, "CORRECT_MEAN_VARS", "welford_mean_var", welford.check_welford_mean_var),
     (welford_impl, "CORRECT_COMBINES", "welford_combine", welford.check_welford_combine),
 ]

@@ -28,15 +28,19 @@ TABLES = [
     (bn_vs_ln_impl, "WRONG_LAYERNORMS", bn_vs_ln.check_layernorm),
     (bn_vs_ln_impl, "WRONG_BATCH_NORMS", bn_vs_ln.check_batch_norm),
     (bn_vs_ln_impl, "WRONG_PROBES", bn_vs_ln.check_leaks_future),
-    (geometry_impl, "WRONG_CENTERINGS", geometry.check_centering_matrix),
+    (bn_vs_ln_impl, "WRONG_TRAINS", bn_vs_ln.check_batch_norm_train),
+    (bn_vs_ln_impl, "WRONG_EVALS", bn_vs_ln.check_batch_norm_eval),
+    (geometry_impl, "WRONG_PROJECTIONS", geometry.check_complement_projection),
     (geometry_impl, "WRONG_GAPS", geometry.check_invariance_gap),
     (backward_impl, "WRONG_JACOBIANS", backward.check_layer_norm_jacobian),
     (backward_impl, "WRONG_VJPS", backward.check_layer_norm_vjp),
     (backward_impl, "WRONG_BACKWARDS", backward.check_layer_norm_backward),
     (rmsnorm_impl, "WRONG_FORWARDS", rmsnorm.check_rms_norm),
     (rmsnorm_impl, "WRONG_BACKWARDS", rmsnorm.check_rms_norm_backward),
+    (rmsnorm_impl, "WRONG_BF16", rmsnorm.check_rms_norm_bf16),
     (placement_impl, "WRONG", {"modes": placement.check_residual_sublayer,
                                "rejects": placement.check_residual_sublayer_rejects}),
+    (placement_impl, "QK_WRONG", placement.check_qk_norm_logits),
     (welford_impl, "WRONG_MEAN_VARS", welford.check_welford_mean_var),
     (welford_impl, "WRONG_ONE_PASS", welford.check_welford_one_pass),
     (welford_impl, "WRONG_COMBINES", welford.check_welford_combine),
@@ -47,7 +51,8 @@ MEMORY = re.compile(r"\d+(\.\d+)? ?(bytes|KiB|MiB|GiB)")  # a sandbox's process 
 
 def _cases():
     for module, table, checks in TABLES:
-        for name, (function, _, extra) in getattr(module, table).items():
+        for name, (function, _, *rest) in getattr(module, table).items():
+            extra = rest[0] if rest else {}  # some tables give no keyword arguments
             check = checks[extra] if isinstance(checks, dict) else checks
             kwargs = {} if isinstance(checks, dict) else extra
             yield pytest.param(module, function, check, kwargs, id=f"{module.__name__.split('.')[-1]}:{table}:{name}")

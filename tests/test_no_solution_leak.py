@@ -5,7 +5,10 @@ every hidden-test line (comments dropped) of ``source/``. Haystacks: every file 
 ``release/``, ``grader/``, ``normlab/``, ``docs/`` and README.md (the cell sources of a
 notebook), and every string of the hint ladder (``grader.exercises``) and of the catalogue.
 ``notebooks/`` is not scanned: the self-study edition carries the solutions on purpose,
-compressed, for ``hint()``'s last step (tests/test_hints.py shows they are only there).
+compressed, for ``hint()``'s last step (tests/test_hints.py shows they are only there), and
+the hidden tests, in the "extra checks" cell after each test cell (issue 13: self-learners get
+the graded version's full feedback; tests/test_build.py shows they are only there). Those
+extra-checks cells are scanned here for solution code, which they must never hold.
 
 Some overlaps are legitimate: the exercise statements name the formula or the idiom to use,
 a later notebook reuses an earlier exercise in a demo, a diagnosis states the formula the
@@ -62,7 +65,6 @@ ALLOWED = [
     ("release/04_rmsnorm/*", "r = np.sqrt(np.mean(", "section 1 computes r for the worked example before the exercise"),
     ("release/04_rmsnorm/*", "= np.sqrt(np.mean(", "section 1's worked example"),
     ("release/04_rmsnorm/*", "np.sqrt(np.mean(", "section 1's worked example"),
-    ("release/04_rmsnorm/*", ").mean(axis=-1", "a demo of a later section"),
     ("release/06_welford/*", "np.array([2281.5, 2281.25]", "section 2's float32 pair; a hidden test reruns it in float64"),
     # ------------------------------------------------------------------ a later notebook reuses an earlier exercise
     ("release/02_geometry/*", "mu = x.mean(axis=-1, keepdims=True) var = ((x - mu) ** 2).mean(axis=-1, keepdims=True) "
@@ -112,7 +114,6 @@ ALLOWED = [
     (CHECKS, ", shape=(2, 3,", "a check's defaults"),
     (CHECKS, "check_layer_norm_backward(layer_norm_backward, shape=(2, 3,", "a docstring's example call"),
     (CHECKS, "), eps=1e-5, seed=", "a check's defaults"),
-    ("grader/checks/geometry.py", "np.eye(d) - np.", "the type rule's example matrix: the exercise's hint names np.eye and np.ones"),
     ("grader/checks/geometry.py", "norm(a * x + c) - norm(x)", "the gap's definition, computed in torch as the oracle"),
     ("grader/checks/geometry.py", "norm(a * x + c)", "the gap's definition"),
     ("grader/checks/welford.py", ") return float(mean), float(m2 /", "exact_mean_var, the exact oracle (fractions, several passes)"),
@@ -130,22 +131,18 @@ ALLOWED = [
     ("grader/checks/placement.py", "- 1, keepdims=True))", "the recording norms' own statistics"),
     ("grader/checks/placement.py", "\"mode must be 'pre', 'post' or 'output', got",
      "the rejection diagnosis shows the ValueError message the exercise asks for"),
+    ("grader/checks/placement.py", ", 1e-6), ((), ", "qk_norm_logits' visible cases, in the (leading, T_q, T_k, d_k, eps) "
+     "format its hidden test also uses"),
+    ("grader/checks/placement.py", ", 16, 1e-6), ((", "qk_norm_logits' visible cases"),
     ("grader/compare.py", "tuple(range(x.ndim - 1))", IDIOM),
     # ------------------------------------------------------------------ normlab: the demos' own norms
-    ("normlab/*", "mu = x.mean(axis=-1, keepdims=True)", "normlab's LayerNorm for the widgets and timings"),
-    ("normlab/*", ") mu = x.mean(axis=-1, keepdims=True) var =", "normlab's LayerNorm"),
-    ("normlab/*", "((x - mu) ** 2, axis=-1, keepdims=True) return (x - mu) / np.sqrt(var + eps)", "normlab's LayerNorm"),
     ("normlab/*", "np.sqrt(np.mean(", "normlab's RMSNorm for the widgets and the precision demo"),
-    ("normlab/*", ", axis=-1, keepdims=True) + eps)", "normlab's RMSNorm"),
     ("normlab/*", "x - x.mean(axis=-1, keepdims=True)", "normlab's centring"),
-    ("normlab/*", "x - x.mean(axis=-1, keepdims=True) return", "normlab's centring"),
     ("normlab/placement.py", "(x + F(x))", "normlab's residual block runs 05's deep-stack experiments; the sandbox "
      "gives no credit to a graded function that calls it"),
     ("normlab/placement.py", '"pre", "post", "', "normlab's residual block"),
     ("normlab/placement.py", 'raise ValueError(f"mode must be', "normlab's residual block"),
     ("normlab/placement.py", ', got {mode!r}")', "normlab's residual block"),
-    ("normlab/placement.py", 'if mode == "pre": return x +', "normlab's residual block"),
-    ("normlab/placement.py", 'if mode == "post": return norm(x +', "normlab's residual block"),
     ("normlab/placement.py", 'if mode == "post": return', "normlab's residual block"),
 ]
 
@@ -219,8 +216,9 @@ def covered(name: str, t: list[str]) -> list[bool]:
     return mask
 
 
-def leaks(texts: dict[str, str] | None = None) -> list[str]:
-    wanted = needles()
+def leaks(texts: dict[str, str] | None = None, kinds: tuple[str, ...] = ("solution", "hidden test")) -> list[str]:
+    """Every n-gram of ``kinds`` (solution, hidden test) found in ``texts`` (default: haystacks()) and not allowed."""
+    wanted = {gram: origin for gram, origin in needles().items() if origin.startswith(kinds)}
     found = []
     for name, text in (haystacks() if texts is None else texts).items():
         t = tokens(text)
@@ -278,6 +276,28 @@ def test_every_allowance_is_used_and_explained():
             if used:
                 break
         assert used, f"ALLOWED entry no longer needed, remove it: {files} {phrase!r}"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_self_study_extra_checks_hold_no_solution_code(assignment):
+    """The extra-checks cells of notebooks/ (committed, and as build() makes them from source/) hold hidden
+    tests only: no 8-token run of any solution."""
+    import nbformat
+
+    from grader.build import hidden_tests, is_extra_checks, script_to_notebook
+
+    committed = nbformat.read(ROOT / "notebooks" / f"{assignment}.ipynb", as_version=4)
+    fresh = hidden_tests(script_to_notebook(ROOT / "source" / assignment / f"{assignment}.py"))
+    texts = {f"notebooks/{assignment}.ipynb#{c.id}": c.source for c in committed.cells if is_extra_checks(c)}
+    texts.update({f"notebooks/{assignment}.ipynb#extra-{grade_id} (from source/)": body
+                  for grade_id, body in fresh.items()})
+    assert fresh, f"{assignment}: no hidden tests to carry"
+    found = leaks(texts, kinds=("solution",))
+    assert not found, "solution code in the self-study edition's extra checks:\n" + "\n".join(found[:20])
+    # the scan is live: a solution region pasted into an extra-checks cell is found
+    text = (ROOT / "source" / assignment / f"{assignment}.py").read_text()
+    region = next(SOLUTION_REGION.finditer(text)).group(1)
+    assert leaks({f"notebooks/{assignment}.ipynb#extra-planted": region}, kinds=("solution",))
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

@@ -21,7 +21,10 @@ from normlab import precision, speed  # noqa: E402
 
 @pytest.fixture(scope="module")
 def rows():
-    return speed.speed_table((64, 128), compile=False, budget_s=0.005, min_repeats=2)
+    def numpy_rms_norm(x, gamma, eps):  # stands for the learner's rms_norm: the package ships none
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
+
+    return speed.speed_table((64, 128), compile=False, budget_s=0.005, min_repeats=2, rms_norm=numpy_rms_norm)
 
 
 def test_speed_rows_well_formed(rows):
@@ -34,7 +37,7 @@ def test_speed_rows_well_formed(rows):
         assert set(r) >= {"name", "op", "backend", "ms", "repeats", "bytes", "gb_per_s", "fraction_of_copy", "note"}
         assert r["bytes"] == 2 * 64 * 128 * 4
         if r["ms"] is None:  # only F.rms_norm may be missing, on an old torch
-            assert "rms_norm" in r["name"]
+            assert "rms_norm" in r["name"] and "your" not in r["name"]
             continue
         assert r["repeats"] >= 2
         for key in ("ms", "gb_per_s", "fraction_of_copy"):
@@ -52,10 +55,9 @@ def test_speed_implementations_agree():
     xt, gt, bt = (torch.from_numpy(a) for a in (x, g, b))
     ref_ln = torch.nn.functional.layer_norm(xt.double(), (32,), gt.double(), bt.double(), 1e-5).numpy()
     ref_rms = (xt.double() * torch.rsqrt(xt.double().pow(2).mean(-1, keepdim=True) + 1e-5) * gt.double()).numpy()
-    for y in (speed._np_layer_norm(x, g, b), speed._torch_layer_norm(xt, gt, bt),
-              speed._torch_layer_norm_unfused(xt, gt, bt)):
+    for y in (speed._torch_layer_norm(xt, gt, bt), speed._torch_layer_norm_unfused(xt, gt, bt)):
         np.testing.assert_allclose(np.asarray(y), ref_ln, rtol=1e-4, atol=1e-5)
-    for y in (speed._np_rms_norm(x, g), speed._torch_rms_unfused(xt, gt)):
+    for y in (speed._torch_rms_unfused(xt, gt),):
         np.testing.assert_allclose(np.asarray(y), ref_rms, rtol=1e-4, atol=1e-5)
     if hasattr(torch.nn.functional, "rms_norm"):
         np.testing.assert_allclose(speed._torch_rms_norm(xt, gt).numpy(), ref_rms, rtol=1e-4, atol=1e-5)
@@ -68,8 +70,23 @@ def test_format_speed_table(rows):
         assert r["name"] in text
     assert "%" in text and "GB/s" in text
     ratios = speed.speed_ratios(rows)
-    assert set(ratios) == {"numpy_ln_over_rms", "torch_unfused_rms_over_fused_ln", "fused_ln_fraction_of_copy"}
-    assert ratios["numpy_ln_over_rms"] > 0
+    assert set(ratios) == {"unfused_ln_over_rms", "torch_unfused_rms_over_fused_ln", "fused_ln_fraction_of_copy",
+                           "yours_fraction_of_copy"}
+    assert ratios["unfused_ln_over_rms"] > 0 and ratios["yours_fraction_of_copy"] > 0
+
+
+def test_speed_ships_no_numpy_norm_and_reports_an_unwritten_one():
+    """normlab carries no numpy answer to the exercises; a learner's stub gets a row that says it failed."""
+    assert not [name for name in vars(speed) if name.startswith("_np_")]
+
+    def stub(x, gamma, eps):
+        raise NotImplementedError()
+
+    rows = speed.speed_table((8, 16), budget_s=0.0, min_repeats=1, rms_norm=stub)
+    row = next(r for r in rows if "your rms_norm" in r["name"])
+    assert row["ms"] is None and "NotImplementedError" in row["note"]
+    rows = speed.speed_table((8, 16), budget_s=0.0, min_repeats=1)
+    assert next(r for r in rows if "your rms_norm" in r["name"])["ms"] is None
 
 
 def test_time_call_counts_and_median():
@@ -126,6 +143,24 @@ def test_upcast_fix_is_as_good_as_bfloat16_allows():
     assert e["bf16_accumulator"]["rel_error"] > 0.1
     assert e["bf16_accumulator"]["output_rms"] > 1.1  # a stalled mean square is too small
     assert abs(e["upcast_fix"]["output_rms"] - 1) < 0.01
+    assert "yours" not in e
+
+
+def test_bf16_errors_time_the_learners_function_on_the_same_input():
+    """``yours`` gets float32 arrays of bfloat16 numbers and lands where its rounding puts it."""
+    from tests.implementations import rmsnorm as impl
+
+    seen = []
+
+    def spy(x, gamma, eps):
+        seen.append((x.dtype, gamma.dtype, eps))
+        return impl.bf16_gemma_order(x, gamma, eps)
+
+    e = precision.bf16_rms_norm_errors(rows=2, d=512, yours=spy)
+    assert seen == [(np.float32, np.float32, 1e-6)]
+    assert e["yours"]["rel_error"] <= 1.5 * e["rounding_floor"]["rel_error"]
+    e = precision.bf16_rms_norm_errors(rows=2, d=512, yours=impl.bf16_no_upcast)
+    assert e["yours"]["rel_error"] > e["rounding_floor"]["rel_error"]
 
 
 def test_gemma_same_function_other_origin():

@@ -23,7 +23,9 @@ leq lesssim ll ln log mathbb mathbf mathcal mathrel mathrm max min mu nabla ne n
 partial phi pi pm qquad quad rVert rangle rho right sigma sim sin sqrt sum tau text textstyle tfrac theta
 times to top underbrace vert begin omega prod cap cup forall exists mid Delta Sigma overline tilde
 """.split())
-FORMULA = re.compile(r"\$\$(.+?)\$\$|(?<![\\$])\$([^$\n]+?)\$", re.S)
+# $$display$$, or $inline$ (which, as in JupyterLab's Markdown renderer, may run over a line
+# break but not over a blank line).
+FORMULA = re.compile(r"\$\$(.+?)\$\$|(?<![\\$])\$((?:[^$\n]|\n(?![ \t]*\n))+?)\$", re.S)
 
 
 def markdown_cells(assignment):

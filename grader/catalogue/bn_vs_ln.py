@@ -1,4 +1,4 @@
-"""Misconceptions of 01_bn_vs_ln: layernorm (ln.), batch_norm (bn.) and the causality probe (causal.).
+"""Misconceptions of 01_bn_vs_ln: layernorm (ln.), batch_norm and its running statistics (bn.), the probe (causal.).
 
 In the order grader.checks.bn_vs_ln tests for them.
 """
@@ -112,6 +112,77 @@ MISCONCEPTIONS = [
           "List the axes of the input and say which ones a feature's statistics should cover.",
           "Axis 0 only (right for two axes, wrong for three), the positions only, or the whole array."),
     *_forward("bn", _BN),
+    # ------------------------------------------------------------------ batch_norm_train, batch_norm_eval
+    entry("bn.running_in_place", "Running statistics updated in place",
+          "The training step returns new running statistics and leaves the arrays it was given as they are, "
+          "so the caller decides what to keep.",
+          "After your function returns, are the caller's running mean and variance still what they passed in?",
+          "PyTorch's buffers are updated in place, so learners copy that habit; here the step is a pure function "
+          "and the check compares the caller's arrays before and after."),
+    entry("bn.running_not_returned", "Running statistics not returned",
+          "A training step has three results: the output and the two new running statistics; a statistic "
+          "computed inside the function and never returned is lost.",
+          "Count the values your function returns: the exercise asks for three.",
+          "The update is written as a local rebinding, which the caller never sees."),
+    entry("bn.running_not_updated", "Running statistics never updated",
+          "Every training step mixes the batch statistics into the running ones; returning the old running "
+          "statistics unchanged leaves evaluation mode at its initial state forever.",
+          "Compare the running statistics you return with the ones you received: do they differ?",
+          "Often the batch statistics are computed but the update line is missing, or updates a copy that is "
+          "not returned."),
+    entry("bn.momentum_reversed", "Momentum weights swapped",
+          "In the PyTorch convention the momentum is the weight of the new batch statistic and one minus the "
+          "momentum is the weight of the old running value.",
+          "With a small momentum, should one batch move the running statistics a little or a lot?",
+          "Keras and TensorFlow call the weight of the old value the momentum (0.99), PyTorch the weight of the "
+          "new one (0.1): learners who know one convention write the other."),
+    entry("bn.momentum_ignored", "Running statistics replaced by the batch's",
+          "A running average keeps most of its old value and moves part of the way towards each batch; "
+          "replacing it by the last batch's statistics throws the history away.",
+          "How much of the old running value does your update keep?",
+          "Equivalent to momentum one: evaluation then depends on whichever batch came last."),
+    entry("bn.momentum_hardcoded", "Momentum fixed to a constant",
+          "The momentum the caller passes is the one to use, not PyTorch's default written into the body.",
+          "Does your update use the momentum it was given, or a number of its own?",
+          "Invisible with the default momentum; the checks also pass other values."),
+    entry("bn.running_var_biased", "Running variance from the biased variance",
+          "PyTorch normalises a training batch with its biased variance but stores the unbiased one (dividing by "
+          "n minus one) in the running variance.",
+          "Which variance does the normalisation use, and which one goes into the running average?",
+          "The two variances differ by the factor n over n minus one, large for small batches; the convention "
+          "has to be stated, and the exercise states it."),
+    entry("bn.running_std", "Running variance holds a standard deviation",
+          "The running variance averages variances; the square root belongs to the normalisation only.",
+          "Is what you store a variance or its square root?",
+          "The scale computed for the normalisation is reused for the update."),
+    entry("bn.running_var_eps", "Epsilon stored in the running variance",
+          "Epsilon is part of the normalisation, inside its square root; the running variance stores the plain "
+          "batch variance.",
+          "Where does epsilon enter your update of the running variance, and should it?",
+          "The variance plus epsilon computed for the scale is reused for the update; in evaluation epsilon is "
+          "then added twice."),
+    entry("bn.running_wrong_axes", "Running statistics over the wrong axes",
+          "There is one running mean and one running variance per feature, averaged over every token of the "
+          "batch: over every axis but the last.",
+          "What shape do your running statistics have, and how many numbers should there be?",
+          "Axis zero only is right for a two-axis input and wrong for a sequence batch; no axis at all gives one "
+          "number for every feature."),
+    entry("bn.train_uses_running", "Training mode normalises with running statistics",
+          "In training mode the output uses the statistics of the current batch; the running statistics are only "
+          "updated there, and used in evaluation mode.",
+          "Which statistics does your training output use: the batch's, or the running ones?",
+          "The two modes mixed up; such a layer never sees its own batch statistics while training."),
+    entry("bn.eval_uses_batch_stats", "Evaluation mode uses batch statistics",
+          "Evaluation mode normalises with the running statistics alone, so the output for one input does not "
+          "depend on what else is in the batch, and a single token works.",
+          "Does your evaluation output change if you add other tokens to the batch?",
+          "Training-mode code reused for evaluation, wholly or for the mean or the variance only; it hides the "
+          "train and test gap instead of measuring it."),
+    entry("bn.eval_updates_running", "Evaluation mode changes the running statistics",
+          "Evaluation only reads the running statistics; they change in training steps only.",
+          "After an evaluation call, are the running statistics still what they were?",
+          "Evaluation on test data must not drift the model: PyTorch freezes the buffers after the switch to "
+          "evaluation mode."),
     # ------------------------------------------------------------------ leaks_future
     entry("causal.norm_not_called", "Probe never calls norm",
           "Whether a function leaks can only be found by running it: on the input and on a changed input.",

@@ -1,65 +1,41 @@
-"""Misconceptions of 02_geometry (``centering_matrix``, ``invariance_gap``), in the order its checks test them."""
+"""Misconceptions of 02_geometry (``complement_projection``, ``invariance_gap``), in the order its checks test them."""
 from grader.catalogue import entry
 
 MISCONCEPTIONS = [
-    # ---------------------------------------------------------------- centering_matrix: its form
-    entry("geo.vector_for_matrix", "A vector where the matrix belongs",
-          "Centring is a linear map, a d by d matrix; 1 1^T is the outer product of the all-ones vector with "
-          "itself, not the all-ones vector.",
-          "Look at the shape of what you return: a linear map from d numbers to d numbers is a square matrix.",
-          "The all-ones vector used where the all-ones matrix belongs."),
-    entry("geo.d1_not_zero", "d = 1 special-cased as the identity",
-          "With one feature the mean is the feature itself, so centring sends every input to 0: P is the 1 by 1 "
-          "zero matrix.",
-          "Work the formula out by hand for a single feature; does your special case for small d agree with it?",
-          "A special case for one feature written from intuition rather than from the formula."),
-    entry("geo.not_symmetric", "Not symmetric",
-          "Centring is an orthogonal projection, so its matrix equals its transpose.",
-          "Does every output use every input with the same weight? Compare your matrix with its transpose.",
-          "Loops with the wrong bounds (a running mean, one triangle filled) or rows and columns mixed up."),
-    entry("geo.unequal_off_diagonal", "Off-diagonal entries not all equal",
-          "The mean weighs every input equally, so every off-diagonal entry of P is the same number, minus one "
-          "over d.",
-          "Print the matrix: are all entries off the diagonal the same? Check the bounds of any loop that fills it.",
-          "Off-by-one loop bounds, or a local (banded) mean instead of the mean of all d features."),
-    entry("geo.identity_returned", "Identity: nothing subtracted",
-          "Centring subtracts the mean part (1/d) 1 1^T from the identity; the identity alone changes nothing.",
-          "What does your matrix do to a constant vector? Centring must send it to zero.",
-          "The mean part forgotten, or made zero by an integer division."),
-    entry("geo.mean_projector", "The mean part instead of what is left",
-          "(1/d) 1 1^T maps x to its mean repeated d times, the part centring removes; P is the identity minus it.",
-          "Apply your matrix to a vector: do you get the deviations from the mean, or the mean itself repeated?",
-          "The projection onto 1 returned instead of its complement."),
-    entry("geo.missing_one_over_d", "The 1/d missing",
-          "Each entry of the mean part (1/d) 1 1^T is one over d: a mean divides a sum of d numbers by d.",
-          "What number should you subtract from each entry of the identity? The mean of d numbers is their sum "
-          "divided by d.",
-          "Gives the same matrix as the inner product divided by d, so that id is named with it."),
-    entry("geo.inner_product", "Inner product for the outer product",
-          "1 1^T is the outer product, a d by d matrix of ones; the inner product of the all-ones vector with "
-          "itself is the single number d.",
-          "A row times a column is a number; a column times a row is a matrix. Which of the two is 1 1 transposed?",
-          "The matrix product of two 1-D arrays is their dot product; divided by d it is 1, so the 1/d id comes too."),
-    entry("geo.divided_twice", "Divided by d twice",
-          "The factor one over d appears once: the mean part is (1/d) 1 1^T.",
-          "Count how many times your expression divides by d.",
-          "A mean already taken, then divided by d again."),
-    entry("geo.d_minus_one", "d - 1 where d belongs",
-          "The mean divides by d, the number of features; d - 1 belongs to the unbiased variance, not here.",
-          "By what number does a mean of d values divide?",
-          "Bessel's correction carried over from the variance."),
-    entry("geo.diagonal_only", "Only the diagonal changed",
-          "Each centred output depends on every input, so every off-diagonal entry is minus one over d, not zero.",
-          "Is your matrix diagonal? Should the first output depend on the second input?",
-          "1/d subtracted on the diagonal only, as if centring acted entry by entry."),
-    entry("geo.sign_flipped", "Sign flipped",
-          "P is the identity minus the mean part, not the mean part minus the identity.",
-          "Check the sign of each term: what should P do to a vector whose mean is already zero?",
-          "The two terms subtracted in the wrong order."),
-    entry("geo.wrong_coefficient", "Wrong factor in front of 1 1^T",
-          "The coefficient of the all-ones matrix is minus one over d, exactly what makes P send 1 to 0.",
-          "Apply your matrix to the all-ones vector and find the factor that makes the result zero.",
-          "Another factor (a 2, a square root of d, one over 2d) in front of the outer product."),
+    # ---------------------------------------------------------------- complement_projection
+    entry("geo.rows_for_columns", "Directions read as rows",
+          "V holds one direction per column and one feature per row; the projection acts on vectors of d features, "
+          "so it is a d by d matrix.",
+          "Look at the shape of V and of what you return: which of the two sizes is the number of features?",
+          "The (d, k) matrix treated as k rows of length d: a k by k result."),
+    entry("geo.span_not_complement", "Projection onto the span, not its complement",
+          "Removing directions keeps the orthogonal complement of their span; the projection onto the span itself "
+          "is the part that is removed, and the two add up to the identity.",
+          "Apply your matrix to a column of V: should it come out unchanged, or as zero?",
+          "The span projection returned instead of the identity minus it (centring's analogue: the mean part)."),
+    entry("geo.not_normalised", "Columns used as if they had length 1",
+          "A direction v is removed by subtracting v v^T divided by the squared length of v; without that division "
+          "the matrix is not a projection unless v has length 1 (the all-ones vector has squared length d: the "
+          "origin of the 1/d in the centring matrix).",
+          "What does your matrix do to a column v of V? Compare the result with v times its squared length.",
+          "The identity minus V V^T, the centring matrix's missing 1/d in general form."),
+    entry("geo.orthogonality_assumed", "Columns assumed orthogonal",
+          "Removing several directions one at a time, each with its own v v^T over v . v, is right only when the "
+          "directions are perpendicular; otherwise their overlap is removed twice (or, chained, not symmetrically).",
+          "Try your function on two columns at an acute angle: is every column sent to zero, and is the result "
+          "symmetric? Make the directions orthonormal first.",
+          "Summed or chained single-direction projections, correct on orthogonal columns only."),
+    entry("geo.dependent_columns", "Linearly dependent columns not handled",
+          "When a column is a combination of the others, the span has fewer dimensions than V has columns: the "
+          "Gram matrix V^T V is singular and a basis must leave out the redundant columns.",
+          "What is left of a column after removing its components along the directions you already have, when it "
+          "adds nothing new? Decide with a tolerance whether to keep it.",
+          "The inverse of V^T V, or a QR / Gram-Schmidt that keeps every column, on dependent columns."),
+    entry("geo.one_direction_only", "Only one of the directions removed",
+          "Every column of V must be sent to zero: the projection removes the whole span, whose dimension is the "
+          "number of independent columns.",
+          "Apply your matrix to each column of V in turn: which of them survive?",
+          "Only the first (or last) column used, e.g. a loop that returns early."),
     # ---------------------------------------------------------------- invariance_gap: what is returned
     entry("geo.norm_on_scalar", "norm applied to single numbers",
           "A norm maps a whole token to a token: its statistics need every feature, so it is applied to arrays, "

@@ -1,7 +1,7 @@
-"""Misconceptions of 05_placement (``residual_sublayer``), in the order its checks test them.
+"""Misconceptions of 05_placement, in the order its checks test them.
 
-First what is built for each valid mode (read off the trace of F and norm), then how an invalid
-mode is rejected.
+``residual_sublayer``: first what is built for each valid mode (read off the trace of F and
+norm), then how an invalid mode is rejected. ``qk_norm_logits``: QK-norm attention logits.
 """
 from grader.catalogue import entry
 
@@ -112,4 +112,42 @@ MISCONCEPTIONS = [
           "An unknown mode raises before anything is computed or returned.",
           "What does your function return for a mode it does not know? It should return nothing and raise.",
           "A fallback such as returning the input unchanged."),
+    # ---------------------------------------------------------------- QK-norm logits
+    entry("place.qk_missing_sqrt_dk", "Logits not divided by the square root of d_k",
+          "Attention logits are the dot products divided by the square root of the head width, with or without "
+          "QK-norm.",
+          "Compare the size of your largest logit with the bound g squared times the square root of d_k: is it too "
+          "large by a constant factor?",
+          "The usual attention scaling forgotten once the norm was added."),
+    entry("place.qk_l2_normalised", "Unit-length vectors instead of RMSNorm",
+          "After an RMSNorm a vector has length equal to the square root of its width; an L2 normalisation gives "
+          "length one, which makes every logit smaller by a constant factor.",
+          "What is the length of a normalised query in your code? What should it be after an RMSNorm?",
+          "Dividing by the vector's length rather than by its root mean square (Henry et al.'s L2 form)."),
+    entry("place.qk_gain_missing", "A gain not applied",
+          "Each normalised query is multiplied by its gain and each normalised key by its own, feature by feature, "
+          "before the dot product.",
+          "Where do the two gains enter your code? Is each applied to the vectors it belongs to?",
+          "One gain forgotten, or both, usually after testing with gains of one."),
+    entry("place.qk_mean_subtracted", "Mean subtracted (a LayerNorm)",
+          "This QK-norm is an RMSNorm: it divides by the root mean square and does not centre the vector.",
+          "Does your normalisation subtract anything before dividing?",
+          "LayerNorm's habit carried over into an RMSNorm."),
+    entry("place.qk_norm_axis", "Statistics over the wrong axis",
+          "Each query and each key is normalised on its own, over its features (the last axis).",
+          "Over which axis do you take the mean square? Would one token's size change another token's result?",
+          "The mean square taken over the tokens, or over the whole array."),
+    entry("place.qk_unnormalised_side", "Queries or keys not normalised",
+          "QK-norm normalises both sides of the dot product; the bound on the logits needs both lengths fixed.",
+          "Is every query normalised? Every key?",
+          "One of the two normalisations left out, or its result not used."),
+    entry("place.qk_transposed", "Logits transposed",
+          "Row i of the logits belongs to query i and column j to key j.",
+          "Which of the two arrays is transposed in your product, and in which order are they multiplied?",
+          "Keys times transposed queries instead of queries times transposed keys."),
+    entry("place.qk_transpose_all_axes", "A transpose that reverses the batch axes",
+          "For arrays with leading batch axes only the last two axes are swapped; a full transpose reverses every "
+          "axis.",
+          "Try your function on a batch of two heads: does your transpose move the batch axis?",
+          "The two-dimensional transpose habit applied to batched heads."),
 ]

@@ -81,6 +81,13 @@ MISCONCEPTIONS = [
           "A float64 input is computed in float64 throughout.",
           "Look for a cast to single precision, or a tensor created in single precision, anywhere in the computation.",
           "Errors at the level of float32 rounding; the formula itself is right."),
+    entry("rms.no_upcast", "Statistics rounded to bfloat16",
+          "In a bfloat16 model the statistics are computed in float32: upcast the token, compute the mean square, "
+          "r and the normalised token there, and round only the result back to bfloat16.",
+          "Which of your intermediate values are bfloat16 tensors? Every operation on one rounds its result to "
+          "8 significant bits.",
+          "Operations run directly on bfloat16 tensors, or r cast back to bfloat16 before the division: errors "
+          "of a few bfloat16 spacings, the same factor on a whole token."),
     # ---------------------------------------------------------------- backward: what it returns, dgamma
     entry("rms.backward_not_a_pair", "Backward does not return a pair",
           "The backward returns a tuple of two arrays: the gradient of the input, then that of the gain.",

@@ -22,7 +22,7 @@ import numpy as np
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale
 from grader.compare import (LearnerError, assert_close, call_learner, check, fail, ids_of, passed, preview,
-                            strict_array, tag)
+                            run_learner, strict_array, tag)
 from grader.numerics import random_input, relative_error
 
 _PREFIX = {"LayerNorm": "ln", "BatchNorm": "bn"}  # catalogue id prefixes (grader.catalogue.bn_vs_ln)
@@ -548,3 +548,421 @@ def check_leaks_future(leaks_future, shape=(2, 6, 4), seed=0):
                  f"Likely cause: {cause}", *ids_of(cause))
     passed(f"leaks_future answers all {len(cases)} cases right for x of shape {shape} (causal and leaky functions, "
            "a leak that skips t, a leak of 1e-11, zero padding)")
+
+
+# ------------------------------------------------------------ running statistics (train / eval)
+# The oracle is torch.nn.functional.batch_norm with running buffers, in float64: training=True
+# updates the buffers in place (momentum convention running = (1 - m) running + m batch_stat,
+# unbiased batch variance) and normalises with the batch's biased statistics; training=False
+# normalises with the buffers alone. The learner's functions return new buffers instead.
+
+TRAIN_SHAPE_RULE = ("batch_norm_train must accept any shape (..., d) with at least two axes: its statistics are over "
+                    "every axis but the last: axis=tuple(range(x.ndim - 1)), and the running statistics have shape "
+                    "(d,).")
+EVAL_SHAPE_RULE = ("batch_norm_eval must accept any shape (..., d), a single token (d,) included: running_mean and "
+                   "running_var have shape (d,) and line up with the last axis of x without any reshaping.")
+RUNNING_MATCH = 1e-9  # how closely new running statistics must fit a candidate mistake to be named
+
+
+def _torch_running(x, gamma, beta, running_mean, running_var, training, momentum, eps):
+    """(y, new running mean, new running var) from torch's batch_norm on x: (..., d), float64."""
+    import torch
+
+    d = x.shape[-1]
+    flat = torch.tensor(np.asarray(x, dtype=np.float64).reshape(-1, d))
+    mean = torch.tensor(np.array(running_mean, dtype=np.float64))
+    var = torch.tensor(np.array(running_var, dtype=np.float64))
+    weight = None if gamma is None else torch.tensor(np.asarray(gamma, dtype=np.float64))
+    bias = None if beta is None else torch.tensor(np.asarray(beta, dtype=np.float64))
+    with torch.no_grad():
+        y = torch.nn.functional.batch_norm(flat, mean, var, weight, bias, training=training, momentum=momentum, eps=eps)
+    return y.numpy().reshape(x.shape), mean.numpy(), var.numpy()
+
+
+def _running_start(x, seed):
+    """Running statistics far from the batch's own: a mix-up of the two can never pass unseen."""
+    d = x.shape[-1]
+    mu, var = _two_pass(x.reshape(-1, d), (0,))
+    mu, var = mu.reshape(d), var.reshape(d)
+    rng = np.random.default_rng(seed + 303)
+    sign = np.where(rng.random(d) < 0.5, -1.0, 1.0)
+    running_mean = mu + sign * (0.5 + rng.random(d)) * (np.sqrt(var) + 1.0)
+    running_var = (2.0 + rng.random(d)) * var + 0.5 + rng.random(d)
+    return running_mean, running_var
+
+
+def _call_tracking(function, args, names, what, shape_rule):
+    """The learner's result on private copies, and the names of the arguments it changed in place."""
+    originals = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
+    copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
+    result = run_learner(function, copies, {}, what=what, shape_rule=shape_rule)
+    changed = [name for name, original, copy in zip(names, originals, copies)
+               if isinstance(original, np.ndarray) and not np.array_equal(original, copy)]
+    return result, changed
+
+
+TRAIN_NAMES = ("x", "gamma", "beta", "running_mean", "running_var", "momentum", "eps")
+EVAL_NAMES = ("x", "gamma", "beta", "running_mean", "running_var", "eps")
+
+
+def _in_place_failure(what, changed, cause):
+    """Fail for arguments the learner's function changed in place; ``cause`` explains a running statistic."""
+    running = [name for name in changed if name.startswith("running_")]
+    others = [name for name in changed if not name.startswith("running_")]
+    if others:
+        fail(f"{what} modified its input {', '.join(others)} in place (e.g. x -= mu).\n"
+             "The caller still needs it: work on a new array instead.", "common.modified_input")
+    if running:
+        fail(f"{what} changed the caller's {' and '.join(running)} in place.\n"
+             f"Likely cause: {cause}", *ids_of(cause))
+
+
+def _train_result(result, what, x_shape, changed):
+    """Validate (y, new_mean, new_var); a missing tuple or an in-place update is named first."""
+    d = x_shape[-1]
+    in_place = tag("the running statistics were updated in place (running_mean *= ..., running_mean[...] = ..., or "
+                   "+=), so the caller's arrays changed. batch_norm_train must leave its inputs as they are and "
+                   "return new arrays: y, new_mean, new_var.", "bn.running_in_place")
+    if not isinstance(result, tuple) or len(result) != 3:
+        if isinstance(result, np.ndarray) and result.shape == tuple(x_shape):
+            not_returned = tag("your function returned y alone: the new running statistics never reach the caller. "
+                               "Return the three results as a tuple: y, new_mean, new_var (new arrays, computed from "
+                               "the inputs, which stay unchanged).", "bn.running_not_returned")
+            if any(name.startswith("running_") for name in changed):
+                fail(f"{what} returned only y, and changed the caller's running statistics in place.\n"
+                     f"Likely cause: {not_returned} And {in_place}", "bn.running_not_returned", "bn.running_in_place")
+            fail(f"{what} returned one array of shape {result.shape}, expected a tuple (y, new_mean, new_var).\n"
+                 f"Likely cause: {not_returned}", *ids_of(not_returned))
+        kind = type(result).__module__ + "." + type(result).__name__
+        size = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
+        mistake = "common.returned_none" if result is None else "common.not_an_array"
+        fail(f"{what} returned {kind}{size}, expected a tuple of three arrays (y, new_mean, new_var): y of shape "
+             f"{tuple(x_shape)}, the two running statistics of shape ({d},).", mistake)
+    if changed:
+        _in_place_failure(what, changed, in_place)
+    y = strict_array(result[0], f"y, the first result of {what}", x_shape)
+    stats = []
+    for index, label in ((1, "new_mean"), (2, "new_var")):
+        value = result[index]
+        if isinstance(value, np.ndarray) and value.shape != (d,):
+            fail(f"{label}, result {index + 1} of {what}, has shape {value.shape}, expected ({d},).\n"
+                 f"Likely cause: {_running_shape_cause(value.shape, x_shape)}",
+                 *ids_of(_running_shape_cause(value.shape, x_shape)))
+        stats.append(strict_array(value, f"{label}, result {index + 1} of {what}", (d,)))
+    return y, stats[0], stats[1]
+
+
+def _running_shape_cause(shape, x_shape):
+    """Why running statistics came back with another shape than (d,)."""
+    ndim = len(x_shape)
+    d = x_shape[-1]
+    reductions = {}
+    for axes in [(0,), tuple(range(ndim)), (ndim - 1,), tuple(range(1, ndim))]:
+        if not axes or max(axes) >= ndim:
+            continue
+        kept = tuple(s for i, s in enumerate(x_shape) if i not in axes)
+        reductions.setdefault(kept, axes)
+    if tuple(shape) in reductions and tuple(shape) != (d,):
+        axes = reductions[tuple(shape)]
+        return tag(f"the running statistics are taken over axis={axes if len(axes) > 1 else axes[0]}, which leaves "
+                   f"shape {tuple(shape)}. One running mean and one running variance per feature come from every "
+                   f"axis but the last: axis=tuple(range(x.ndim - 1)), shape ({d},).", "bn.running_wrong_axes")
+    return tag(f"one running mean and one running variance per feature: shape ({d},). Statistics over "
+               "tuple(range(x.ndim - 1)) have that shape.", "bn.running_wrong_axes")
+
+
+def _weights(momentum):
+    """Candidate weights of the batch statistic in the update, with the mistakes each one means."""
+    found = [(momentum, [])]
+    reversed_ = tag(f"the weights are swapped: you kept {1 - momentum:g} of the batch statistic and {momentum:g} of "
+                    f"the old running value. In PyTorch's convention (the one this exercise uses), momentum = "
+                    f"{momentum:g} is the weight of the NEW batch statistic: running = (1 - momentum) * running + "
+                    "momentum * batch_stat. Keras' momentum means the opposite.", "bn.momentum_reversed")
+    ignored = tag("the running statistics were replaced by the batch statistics (a weight of 1 on the batch): "
+                  "momentum is ignored. Keep (1 - momentum) of the old running value.", "bn.momentum_ignored")
+    not_updated = tag("the running statistics came back unchanged: the batch statistics were never mixed into them. "
+                      "Return (1 - momentum) * running + momentum * batch_stat.", "bn.running_not_updated")
+    hardcoded = tag(f"you used momentum = 0.1 whatever momentum was passed (here momentum = {momentum:g}): use the "
+                    "momentum argument.", "bn.momentum_hardcoded")
+    if abs(momentum - 0.5) > 1e-12:
+        found.append((1 - momentum, [reversed_]))
+    if abs(momentum - 1.0) > 1e-12:
+        found.append((1.0, [ignored]))
+    if momentum > 1e-12:
+        found.append((0.0, [not_updated]))
+    if abs(momentum - 0.1) > 1e-12 and abs(momentum - 0.9) > 1e-12:
+        found.append((0.1, [hardcoded]))
+        if abs(momentum - 0.5) > 1e-12:
+            found.append((0.9, [hardcoded, reversed_]))
+    return found
+
+
+def _explain_update(new, old, statistics, momentum):
+    """The simplest (weight, statistic) pair that explains a learner's new running statistic."""
+    matches = []
+    for weight, weight_mistakes in _weights(momentum):
+        for value, stat_mistakes in statistics:
+            if weight == 0.0 and stat_mistakes:
+                continue  # with weight 0 the statistic cannot be seen
+            predicted = (1 - weight) * old + weight * value
+            if relative_error(new, predicted, floor=1.0) <= RUNNING_MATCH:
+                matches.append(weight_mistakes + stat_mistakes)
+    if not matches:
+        return None
+    fewest = min(len(m) for m in matches)
+    return [m for m in matches if len(m) == fewest][0]
+
+
+def _running_causes(x, eps, momentum, running_mean, running_var, new_mean, new_var, mean_ok, var_ok):
+    """Plain words (tagged) for what is wrong with the new running statistics."""
+    d = x.shape[-1]
+    flat = x.reshape(-1, d)
+    n = flat.shape[0]
+    mu, var = (a.reshape(d) for a in _two_pass(flat, (0,)))
+    unbiased = var * n / (n - 1)
+    whole_mean, whole_var = float(np.mean(x)), float(np.mean((x - np.mean(x)) ** 2))
+    wrong_axes = tag("the batch statistics in the update are taken over the whole array at once (no axis=), one "
+                     "number for every feature. Take them per feature, over every axis but the last.",
+                     "bn.running_wrong_axes")
+    biased = tag(f"the running variance is updated with the biased batch variance (dividing by n = {n}). PyTorch "
+                 f"stores the unbiased one, dividing by n - 1 = {n - 1}: the biased variance times n / (n - 1), even "
+                 "though the normalisation itself uses the biased one.", "bn.running_var_biased")
+    std = tag("the running variance is updated with a standard deviation (a square root) instead of a variance: "
+              "running_var keeps variances, and only the normalisation takes the square root.", "bn.running_std")
+    with_eps = tag("eps was added to the variance before it was stored: eps belongs to the normalisation only, "
+                   "inside its square root; the running variance keeps the plain unbiased batch variance.",
+                   "bn.running_var_eps")
+    causes = []
+    if not mean_ok:
+        found = _explain_update(new_mean, running_mean, [(mu, []), (np.full(d, whole_mean), [wrong_axes])], momentum)
+        causes.append(("new_mean", found))
+    if not var_ok:
+        statistics = [(unbiased, []), (var, [biased]), (np.full(d, whole_var * n / (n - 1)), [wrong_axes]),
+                      (np.full(d, whole_var), [wrong_axes, biased]), (np.sqrt(unbiased), [std]),
+                      (np.sqrt(var), [std, biased]), (np.sqrt(var + eps), [std, biased, with_eps]),
+                      (np.sqrt(unbiased + eps), [std, with_eps]), (unbiased + eps, [with_eps]),
+                      (var + eps, [biased, with_eps])]
+        causes.append(("new_var", _explain_update(new_var, running_var, statistics, momentum)))
+    texts, ids = [], []
+    for label, found in causes:
+        if found is None:
+            texts.append(f"{label}: no classic mistake matched; the update is "
+                         "(1 - momentum) * old + momentum * batch_stat, per feature.")
+            continue
+        for mistake in found:
+            if mistake not in texts:
+                texts.append(mistake)
+                ids.extend(ids_of(mistake))
+    if not texts:
+        return None
+    return tag(" ".join(f"({i}) {t}" for i, t in enumerate(texts, 1)) if len(texts) > 1 else texts[0], *ids)
+
+
+def _uses_running_cause(z, x, eps, pairs) -> str | None:
+    """A training output normalised with running statistics instead of the batch's."""
+    for mean, var, words in pairs:
+        with np.errstate(all="ignore"):
+            candidate = (x - mean) / np.sqrt(var + eps)
+        if np.all(np.isfinite(candidate)) and relative_error(z, candidate, floor=1.0) <= MATCH:
+            return tag(f"in training mode your output is normalised with {words}. Training mode normalises with the "
+                       "statistics of the current batch (mean and biased variance over every axis but the last) and "
+                       "only updates the running statistics; they are used in evaluation mode.",
+                       "bn.train_uses_running")
+    return None
+
+
+@check
+def check_batch_norm_train(batch_norm_train, shape=None, momentum=0.1, eps=1e-5, seed=0, scale=1.0, offset=0.0,
+                           gamma=None, beta=None):
+    """Compare ``batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps)`` with torch.
+
+    Oracle: torch.nn.functional.batch_norm(training=True) with running buffers: the output, and
+    the buffers it updates (momentum convention running = (1 - m) running + m batch_stat,
+    unbiased batch variance). The learner returns (y, new_mean, new_var) and must leave its
+    inputs unchanged. Without ``shape``: a (2, 3, 5) batch of sequences, an (8, 4) batch with
+    momentum 0.3, and a nearly constant (3, 2, 4) input with eps = 1.0.
+    """
+    if shape is None:
+        cases = [(random_input((2, 3, 5), seed=seed), 1e-5, 0.1), (random_input((8, 4), seed=seed + 1), 1e-5, 0.3),
+                 (random_input((3, 2, 4), seed=seed + 2, scale=1e-2, offset=-2.0), 1.0, 0.1)]
+    else:
+        cases = [(random_input(tuple(shape), seed=seed, scale=scale, offset=offset), eps, momentum)]
+    for x, eps_case, m in cases:
+        if x.ndim < 2 or x.size // x.shape[-1] < 2:
+            raise ValueError("batch_norm_train needs at least two tokens per feature: (N, d) with N >= 2")
+        d = x.shape[-1]
+        running_mean, running_var = _running_start(x, seed)
+        ones, zeros = np.ones(d), np.zeros(d)
+        what0 = (f"batch_norm_train(x, gamma=ones, beta=zeros, running_mean, running_var, momentum={m:g}, "
+                 f"eps={eps_case:g}) for x of shape {x.shape}")
+        result, changed = _call_tracking(batch_norm_train, (x, ones, zeros, running_mean, running_var, m, eps_case),
+                                         TRAIN_NAMES, what0, TRAIN_SHAPE_RULE)
+        z, new_mean, new_var = _train_result(result, what0, x.shape, changed)
+        x_hat, right_mean, right_var = _torch_running(x, None, None, running_mean, running_var, True, m, eps_case)
+        if relative_error(z, x_hat, floor=1.0) > RTOL:
+            axes = tuple(range(x.ndim - 1))
+            cause = (_uses_running_cause(z, x, eps_case, [
+                (running_mean, running_var, "the running statistics it was given (running_mean, running_var)"),
+                (right_mean, right_var, "the updated running statistics"),
+                (new_mean, new_var, "the new running statistics it returns")])
+                or _affine_cause(z, x_hat, ones, zeros, "bn") or _stats_cause(z, x, eps_case, axes, "BatchNorm"))
+            assert_close(z, x_hat, f"y from {what0}", "torch batch_norm(training=True), float64", RTOL, cause,
+                         floor=1.0)
+        mean_ok = relative_error(new_mean, right_mean, floor=1.0) <= RTOL
+        var_ok = relative_error(new_var, right_var, floor=1.0) <= RTOL
+        if not (mean_ok and var_ok):
+            cause = _running_causes(x, eps_case, m, running_mean, running_var, new_mean, new_var, mean_ok, var_ok)
+            label, got, expected = (("new_mean", new_mean, right_mean) if not mean_ok else
+                                    ("new_var", new_var, right_var))
+            both = "" if mean_ok or var_ok else (f"\n  (new_var is wrong too: expected {preview(right_var)}, "
+                                                 f"got {preview(new_var)})")
+            fail(f"{label} from {what0} is wrong.\n"
+                 f"  running_mean, running_var passed in: {preview(running_mean)}, {preview(running_var)}\n"
+                 f"  expected (torch batch_norm's updated buffers, float64): {preview(expected)}\n"
+                 f"  got:{' ' * 52}{preview(got)}{both}\n"
+                 f"Likely cause: {cause or 'no classic mistake matched.'}", *ids_of(cause))
+        g, b = _params(d, seed, gamma, beta)
+        what = (f"batch_norm_train(x, gamma, beta, running_mean, running_var, momentum={m:g}, eps={eps_case:g}) "
+                f"for x of shape {x.shape}")
+        result, changed = _call_tracking(batch_norm_train, (x, g, b, running_mean, running_var, m, eps_case),
+                                         TRAIN_NAMES, what, TRAIN_SHAPE_RULE)
+        y, _, _ = _train_result(result, what, x.shape, changed)
+        expected, _, _ = _torch_running(x, g, b, running_mean, running_var, True, m, eps_case)
+        assert_close(y, expected, f"y from {what}", "torch batch_norm(training=True), float64", RTOL,
+                     _affine_cause(y, x_hat, g, b, "bn") or tag(
+                         "with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are used: "
+                         "y = gamma * x_hat + beta.", "bn.affine_misapplied"),
+                     floor=float(np.max(np.abs(b)) + np.max(np.abs(g))))
+        passed(f"batch_norm_train matches torch's batch_norm(training=True) and its updated running statistics for x "
+               f"of shape {x.shape}, momentum={m:g}, eps={eps_case:g}; the inputs are unchanged")
+
+
+def _eval_cause(z, x, eps, running_mean, running_var) -> str | None:
+    """Read the centre and the scale the learner used off z = (x - c) / s, per feature."""
+    d = x.shape[-1]
+    flat_x, flat_z = x.reshape(-1, d), z.reshape(-1, d)
+    if flat_x.shape[0] < 2:
+        return None
+    mx, mz = flat_x.mean(axis=0), flat_z.mean(axis=0)
+    vx = np.mean((flat_x - mx) ** 2, axis=0)
+    if np.any(vx <= 0):
+        return None
+    slope = np.mean((flat_x - mx) * (flat_z - mz), axis=0) / vx
+    intercept = mz - slope * mx
+    size = max(float(np.max(np.abs(flat_z))), 1.0)
+    if float(np.max(np.abs(flat_z - (slope * flat_x + intercept)))) > 1e-9 * size or np.any(slope <= 0):
+        return None  # not one affine map per feature: not a normalisation with fixed statistics
+    centre, implied = -intercept / slope, 1.0 / slope
+    n = flat_x.shape[0]
+    mu, var = (a.reshape(d) for a in _two_pass(flat_x, (0,)))
+    batch = tag("in evaluation mode your function normalises with statistics of the batch it is given. Evaluation "
+                "mode uses running_mean and running_var alone, whatever batch (or single token) comes in: the "
+                "batch's own statistics must not enter.", "bn.eval_uses_batch_stats")
+    not_centred = tag("you did not subtract running_mean: the output is x divided by the scale.", "bn.not_centred")
+    centres = [(running_mean, []), (mu, [batch]), (np.zeros(d), [not_centred])]
+    centre_mistakes = None
+    for value, mistakes in centres:
+        if relative_error(centre, value, floor=1.0) <= 1e-7:
+            centre_mistakes = mistakes
+            break
+    if centre_mistakes is None:
+        return None
+    statistics = [Statistic(running_var), Statistic(var, [batch])]
+    if n > 1:
+        statistics.append(Statistic(var * n / (n - 1), [batch]))
+    maps = [
+        Map(lambda v: np.sqrt(v + eps)),
+        Map(lambda v: np.sqrt(v) + eps, [tag("eps is outside the square root: sqrt(running_var) + eps instead of "
+                                             "sqrt(running_var + eps).", "bn.eps_outside_sqrt")]),
+        Map(lambda v: v + eps, [tag("you divided by the variance (plus eps) instead of its square root.",
+                                    "bn.no_sqrt")]),
+        Map(lambda v: v, [tag("you divided by the variance instead of sqrt(running_var + eps).", "bn.no_sqrt",
+                              "bn.eps_ignored")]),
+        Map(lambda v: np.ones_like(v), [tag("you did not divide by sqrt(running_var + eps) at all.",
+                                            "bn.not_scaled")]),
+    ]
+    if eps > 0:
+        maps.append(Map(lambda v: np.sqrt(v), [tag(f"eps is ignored: you divided by sqrt(running_var), but eps = "
+                                                   f"{eps} was passed.", "bn.eps_ignored")]))
+    for fixed, shown in FIXED_EPS:
+        if eps != fixed:
+            maps.append(Map(lambda v, fixed=fixed: np.sqrt(v + fixed),
+                            [tag(f"you used eps = {shown} whatever eps was passed (here eps = {eps}): use the eps "
+                                 "argument.", "bn.eps_hardcoded")]))
+    explanations = explain_scale(implied, statistics, maps, RUNNING_MATCH)
+    if explanations is None:
+        return None
+    merged = []
+    for mistakes in explanations:
+        combined = []
+        for mistake in centre_mistakes + mistakes:
+            if str(mistake) not in [str(c) for c in combined]:
+                combined.append(mistake)
+        merged.append(combined)
+    return describe(merged)
+
+
+@check
+def check_batch_norm_eval(batch_norm_eval, shape=None, eps=1e-5, seed=0, scale=1.0, offset=0.0, gamma=None,
+                          beta=None):
+    """Compare ``batch_norm_eval(x, gamma, beta, running_mean, running_var, eps)`` with torch's eval mode.
+
+    Oracle: torch.nn.functional.batch_norm(training=False): the running statistics alone, for any
+    shape (..., d). They are chosen far from the batch's own statistics, so a batch statistic in
+    the formula cannot pass. Without ``shape``: a (2, 3, 5) batch, a (6, 4) batch with eps = 1.0
+    and a single token of shape (5,).
+    """
+    if shape is None:
+        cases = [(random_input((2, 3, 5), seed=seed), 1e-5), (random_input((6, 4), seed=seed + 1), 1.0),
+                 (random_input((5,), seed=seed + 2), 1e-5)]
+    else:
+        cases = [(random_input(tuple(shape), seed=seed, scale=scale, offset=offset), eps)]
+    for x, eps_case in cases:
+        d = x.shape[-1]
+        running_mean, running_var = _running_start(x, seed)
+        ones, zeros = np.ones(d), np.zeros(d)
+        what0 = (f"batch_norm_eval(x, gamma=ones, beta=zeros, running_mean, running_var, eps={eps_case:g}) "
+                 f"for x of shape {x.shape}")
+        result, changed = _call_tracking(batch_norm_eval, (x, ones, zeros, running_mean, running_var, eps_case),
+                                         EVAL_NAMES, what0, EVAL_SHAPE_RULE)
+        updates = tag("evaluation mode changed the running statistics in place. Evaluation only reads "
+                      "running_mean and running_var; they change in training mode only, and there as new arrays.",
+                      "bn.eval_updates_running")
+        z = None
+        if not changed:
+            z = strict_array(result, what0, x.shape)
+        x_hat, _, _ = _torch_running(x, None, None, running_mean, running_var, False, 0.1, eps_case)
+        if changed:
+            also = ""
+            if type(result) is np.ndarray and result.shape == x.shape and np.all(np.isfinite(result)):
+                extra = _eval_cause(np.array(result, dtype=np.float64), x, eps_case, running_mean, running_var)
+                if extra is None and relative_error(result, x_hat, floor=1.0) > RTOL and x.ndim >= 2:
+                    extra = tag("the output does not come from the running statistics you were given: normalise "
+                                "with them as they are.", "bn.eval_uses_batch_stats")
+                if extra:
+                    also = f" Also: {extra}"
+                    updates = tag(str(updates) + also, *ids_of(updates, extra))
+            _in_place_failure(what0, changed, updates)
+        if relative_error(z, x_hat, floor=1.0) > RTOL:
+            cause = (_affine_cause(z, x_hat, ones, zeros, "bn")
+                     or _eval_cause(z, x, eps_case, running_mean, running_var))
+            if cause is None and x.ndim == 1:
+                cause = tag("on a single token the output is wrong; if your function takes statistics of x at all, "
+                            "those are batch statistics. Evaluation mode uses running_mean and running_var alone.",
+                            "bn.eval_uses_batch_stats") if not np.any(z) else None
+            assert_close(z, x_hat, what0, "torch batch_norm(training=False), float64", RTOL, cause, floor=1.0)
+        g, b = _params(d, seed, gamma, beta)
+        what = f"batch_norm_eval(x, gamma, beta, running_mean, running_var, eps={eps_case:g}) for x of shape {x.shape}"
+        result, changed = _call_tracking(batch_norm_eval, (x, g, b, running_mean, running_var, eps_case),
+                                         EVAL_NAMES, what, EVAL_SHAPE_RULE)
+        if changed:
+            _in_place_failure(what, changed, updates)
+        y = strict_array(result, what, x.shape)
+        expected, _, _ = _torch_running(x, g, b, running_mean, running_var, False, 0.1, eps_case)
+        assert_close(y, expected, what, "torch batch_norm(training=False), float64", RTOL,
+                     _affine_cause(y, x_hat, g, b, "bn") or tag(
+                         "with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are used: "
+                         "y = gamma * x_hat + beta.", "bn.affine_misapplied"),
+                     floor=float(np.max(np.abs(b)) + np.max(np.abs(g))))
+        passed(f"batch_norm_eval matches torch's batch_norm(training=False) for x of shape {x.shape}, "
+               f"eps={eps_case:g}, using the running statistics only; the inputs are unchanged")

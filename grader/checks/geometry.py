@@ -1,13 +1,15 @@
-"""Checks for 02_geometry: the centring matrix and the invariance gap.
+"""Checks for 02_geometry: the projection that removes given directions, and the invariance gap.
 
 Oracles:
 
-* ``centering_matrix(d)`` is judged by properties only. A real matrix that is symmetric and
+* ``complement_projection(V)`` is judged by properties only. A real matrix that is symmetric and
   idempotent is an orthogonal projection, and an orthogonal projection is fixed by its null
-  space; so "symmetric, idempotent, P 1 = 0, rank d - 1" pins down I - 1 1^T / d without the
-  check ever building it. ``P x = x - mean(x)`` is then confirmed against a mean taken with
-  ``math.fsum``. When it is wrong, the diagnosis reads the matrix's diagonal and
-  off-diagonal entries (an alpha I + beta 1 1^T fit) and names what the two numbers imply.
+  space; so "symmetric, idempotent, P V = 0, trace d - r" (r the dimension of the span of V's
+  columns) pins down the answer without the check ever building it. The test matrices are
+  V = B R with B orthogonal cosine (DCT-II) columns, orthogonal by a trigonometric identity, so r
+  is known by construction, and each V has twins with the same span (B itself, and independent
+  columns B U): when the learner's P is wrong for V but right for a twin, the diagnosis says which
+  assumption (orthogonal or independent columns) the code made.
 * ``invariance_gap(norm, x, a, c)`` is compared with the same gap computed end to end in
   torch (``torch.nn.functional.layer_norm`` / ``rms_norm`` in float64). The ``norm`` the check
   hands over records what it was called with, so a wrong answer is traced to its cause: the
@@ -23,145 +25,199 @@ import math
 import numpy as np
 
 from grader import oracles
-from grader.compare import CheckFailed, call_learner, check, fail, ids_of, passed, preview, strict_array, tag
-from grader.numerics import random_input, relative_error
+from grader.compare import CheckFailed, LearnerError, call_learner, check, fail, ids_of, passed, strict_array, tag
+from grader.numerics import random_input
 
-WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
-WORKED_CENTRED = np.array([-3.0, -1.0, 1.0, 3.0])  # the deviations, worked out by hand
-PROPERTY_ATOL = 1e-10  # float64 entries of size ~1; any formula slip is >= 1/d^2 ~ 1e-5 at d = 256
 GAP_RTOL = 1e-9  # relative to the size of the norm's output; rounding differences are ~1e-15
 SHAPE_RULES = {  # the likely cause of a shape error raised by the learner's code
-    "centering_matrix": "d is a plain int, from 1 up: the matrix has shape (d, d), e.g. np.eye(d) - np.ones((d, d)) / d.",
+    "complement_projection": "V has shape (d, k): d features (rows), k directions (columns); the result is (d, d).",
     "invariance_gap": "invariance_gap must accept x of any shape (..., d): build a * x + c with the same shape, call "
                       "norm on whole arrays, and reduce the difference over every axis (np.max(np.abs(...))).",
 }
 
 
-# --------------------------------------------------------------------------- centering_matrix
+# --------------------------------------------------------------------------- complement_projection
 
 
-def _structure(P: np.ndarray) -> tuple[float, float] | None:
-    """If P = alpha I + beta 1 1^T (to rounding), return (alpha, beta); else None (d >= 2)."""
-    d = P.shape[0]
-    if d < 2:
+def dct_basis(d: int, frequencies) -> np.ndarray:
+    """Columns cos(pi (n + 1/2) f / d), n = 0..d-1: mutually orthogonal by a trigonometric identity (DCT-II).
+
+    Frequency 0 is the all-ones vector 1. The check builds every test matrix V as B R from these
+    columns B, so it knows the span of V and its dimension without ever computing a projection.
+    """
+    n = np.arange(d)[:, None] + 0.5
+    return np.cos(np.pi * n * np.asarray(frequencies, dtype=np.float64)[None, :] / d)
+
+
+class _Case:
+    """V = B R: B orthogonal columns (chosen DCT frequencies, scaled), R of full row rank r = len(frequencies)."""
+
+    def __init__(self, d: int, frequencies, k: int, seed: int, mixed: bool = True):
+        rng = np.random.default_rng(seed)
+        r = len(frequencies)
+        self.d, self.r, self.k = d, r, k
+        scales = rng.uniform(0.5, 2.0, size=r) * (2.0 if d > 1 else 3.0)  # never unit columns
+        self.B = dct_basis(d, frequencies) * scales  # the orthogonal "twin": same span
+        if not mixed and k == r:
+            R = np.eye(r)
+        else:
+            R = rng.uniform(-1.5, 1.5, size=(r, k))
+            R[:, :r] += 2.0 * np.eye(r)[:, :min(r, k)]  # full row rank, far from singular
+        self.V = self.B @ R
+        self.dependent = k > r
+        # an independent, non-orthogonal twin with the same span (used to tell dependent-column failures apart)
+        self.independent = self.B @ (np.eye(r) + np.triu(rng.uniform(0.3, 0.9, size=(r, r)), 1))
+
+    @property
+    def orthogonal(self) -> bool:
+        G = self.V.T @ self.V
+        return bool(np.max(np.abs(G - np.diag(np.diag(G)))) <= 1e-12 * np.max(np.abs(G)))
+
+    def describe(self) -> str:
+        kind = ("linearly dependent columns" if self.dependent else
+                "orthogonal columns" if self.orthogonal else "independent, non-orthogonal columns")
+        return f"V of shape ({self.d}, {self.k}), {kind}, spanning {self.r} direction{'s' * (self.r > 1)}"
+
+
+def _projection_problems(P: np.ndarray, case: _Case) -> list:
+    """What is wrong with P as the projection onto the complement of span(V): [] when it is right.
+
+    Symmetric, idempotent, P V = 0 and trace d - r determine that projection uniquely.
+    """
+    d, r, V = case.d, case.r, case.V
+    scale = max(1.0, float(np.max(np.abs(V))))
+    found = []
+    for error, text in (
+        (np.max(np.abs(P - P.T)), "is not symmetric (P != P.T): an orthogonal projection equals its transpose"),
+        (np.max(np.abs(P @ V)) / scale, "does not send the columns of V to 0 (P @ V != 0): print(P @ V)"),
+        (np.max(np.abs(P @ P - P)), "is not idempotent (P @ P != P): projecting twice must change nothing"),
+        (abs(float(np.trace(P)) - (d - r)), f"has trace {np.trace(P):.6g}, not d - r = {d - r}: the trace of a "
+                                            "projection is the dimension it keeps"),
+    ):
+        if error > PROJECTION_ATOL:
+            found.append(text)
+    return found
+
+
+def _learner_projection(function, V: np.ndarray, what: str):
+    """The learner's P for V as a float64 (d, d) array, or None if it raised or returned something else."""
+    try:
+        P = call_learner(function, V, what=what)
+    except CheckFailed:
         return None
-    off = P[~np.eye(d, dtype=bool)]
-    beta = float(np.mean(off))
-    alpha = float(np.mean(np.diag(P))) - beta
-    fitted = beta * np.ones((d, d))
-    fitted[np.diag_indices(d)] += alpha
-    if np.max(np.abs(P - fitted)) > 1e-12 * max(1.0, abs(alpha), abs(beta) * d):
+    if type(P) is not np.ndarray or P.shape != (V.shape[0],) * 2:
         return None
-    return alpha, beta
+    P = np.array(P, dtype=np.float64)
+    return P if np.all(np.isfinite(P)) else None
+
+
+def _only_one_column(P: np.ndarray, case: _Case) -> int | None:
+    """The column of V that P alone removes (P a projection of rank d - 1 that kills it), or None."""
+    if case.k < 2 or case.r < 2:
+        return None
+    V = case.V
+    if np.max(np.abs(P - P.T)) > PROJECTION_ATOL or np.max(np.abs(P @ P - P)) > PROJECTION_ATOL:
+        return None
+    if abs(float(np.trace(P)) - (case.d - 1)) > PROJECTION_ATOL:
+        return None
+    for j in range(case.k):
+        if np.max(np.abs(P @ V[:, j])) <= PROJECTION_ATOL * max(1.0, float(np.max(np.abs(V[:, j])))):
+            return j
+    return None
+
+
+def _projection_cause(function, P: np.ndarray, case: _Case) -> str | None:
+    """Name the mistake from what P does to the columns of V, and from the learner's P for V's twins."""
+    V, G = case.V, case.V.T @ case.V
+    scale = max(1.0, float(np.max(np.abs(V))), float(np.max(np.abs(V @ G))))
+    PV = P @ V
+    if np.max(np.abs(PV - V)) <= PROJECTION_ATOL * scale and np.max(np.abs(P - P.T)) <= PROJECTION_ATOL:
+        return tag("P keeps the columns of V (P @ V = V): you returned the projection ONTO their span, the part "
+                   "to remove. The complement is the identity minus it.", "geo.span_not_complement")
+    if np.max(np.abs(PV - (V - V @ G))) <= PROJECTION_ATOL * scale:
+        return tag("P @ v = v - v |v|^2 for the columns: you subtracted v v^T as if every column had length 1 "
+                   "(and as if they were orthogonal). A direction v is removed by v v^T / (v . v); for several "
+                   "columns, work with an orthonormal basis of their span.", "geo.not_normalised")
+    j = _only_one_column(P, case)
+    if j is not None:
+        return tag(f"P removes column {j} of V and nothing else (it has rank d - 1): every column of V must be "
+                   f"sent to 0, so P keeps d - r = {case.d - case.r} dimensions.", "geo.one_direction_only")
+    if case.dependent:
+        twin = _learner_projection(function, case.independent, "complement_projection(independent columns)")
+        if twin is not None and not _projection_problems(twin, _twin_case(case, case.independent)):
+            return tag(DEPENDENT, "geo.dependent_columns")
+    if not case.orthogonal:
+        twin = _learner_projection(function, case.B, "complement_projection(orthogonal columns)")
+        if twin is not None and not _projection_problems(twin, _twin_case(case, case.B)):
+            return tag("your P is right when the columns of V are orthogonal, and wrong here, where they are not: "
+                       "removing each column's direction on its own (adding or chaining v v^T / (v . v)) counts the "
+                       "overlap between columns twice. Make the columns orthonormal first (Gram-Schmidt), or use "
+                       "the least-squares form V (V^T V)^+ V^T.", "geo.orthogonality_assumed")
+    return None
+
+
+def _twin_case(case: _Case, V: np.ndarray) -> _Case:
+    twin = object.__new__(_Case)
+    twin.d, twin.r, twin.k, twin.V, twin.B, twin.dependent = case.d, case.r, V.shape[1], V, case.B, False
+    twin.independent = V
+    return twin
+
+
+DEPENDENT = ("your P is right when the columns of V are independent, and wrong here, where one column is a "
+             "combination of the others: (V^T V) is then singular, and a QR or Gram-Schmidt step that keeps every "
+             "column keeps a spurious direction. Drop the columns that add no new direction (a tolerance on the "
+             "norm of what is left), or use a pseudo-inverse.")
+PROJECTION_ATOL = 1e-9  # entries of a projection are <= 1; rounding errors are ~1e-14 even at d = 256
+STANDARD_PROJECTION_CASES = (  # (d, DCT frequencies, k, seed, mixed)
+    (4, [0], 1, 0, False),  # V = 1 (scaled): the centring matrix
+    (6, [0, 2], 2, 1, False),  # two orthogonal columns
+    (6, [1, 3], 2, 2, True),  # two independent, non-orthogonal columns
+    (6, [0, 1], 3, 3, True),  # three columns spanning two directions
+)
+
+
+@check
+def check_complement_projection(complement_projection, cases=None):
+    """``complement_projection(V)`` must be the (d, d) projection onto the complement of the span of V's columns.
+
+    Judged by properties only (symmetric, idempotent, P V = 0, trace d - r, which pin it down), on test
+    matrices V = B R built from orthogonal cosine columns B, so the span and its dimension r are known.
+    ``cases`` is a tuple of (d, frequencies, k, seed, mixed); the default runs the standard four: the
+    all-ones column (the centring matrix), orthogonal, non-orthogonal and dependent columns.
+    """
+    report = []
+    for d, frequencies, k, seed, mixed in (STANDARD_PROJECTION_CASES if cases is None else cases):
+        case = _Case(d, frequencies, k, seed, mixed)
+        what = f"complement_projection(V) for {case.describe()}"
+        try:
+            P = call_learner(complement_projection, case.V, what=what, shape_rule=SHAPE_RULES["complement_projection"])
+        except LearnerError as error:
+            if case.dependent and error.error_type == "LinAlgError":
+                raise error.with_cause(tag(DEPENDENT, "geo.dependent_columns")) from None
+            raise
+        if type(P) is np.ndarray and P.shape == (k, k) and k != d:
+            fail(f"{what} returned shape {P.shape}, (k, k) for k = {k} columns; expected ({d}, {d}).\n"
+                 f"Likely cause: V holds its directions as columns, V[:, j], one row per feature (shape (d, k)); "
+                 "your code read them as rows. The projection acts on d-vectors.", "geo.rows_for_columns")
+        if case.dependent and type(P) is np.ndarray and P.shape == (d, d) and not np.all(np.isfinite(P)):
+            fail(f"{what} contains non-finite values.\nLikely cause: {DEPENDENT}", "geo.dependent_columns")
+        P = strict_array(P, what, (d, d))
+        problems = _projection_problems(P, case)
+        if problems:
+            cause = _projection_cause(complement_projection, P, case)
+            listed = "\n".join(f"  - P {p}" for p in problems)
+            fail(f"{what} is wrong:\n{listed}\nLikely cause: "
+                 f"{cause or 'compare P @ V with 0 and P @ P with P, column by column.'}", *ids_of(cause))
+        report.append(f"d={d}, k={k}, r={case.r}")
+    passed("complement_projection is symmetric, idempotent, sends V to 0 and keeps d - r dimensions ("
+           + "; ".join(report) + ")")
+
+
+# --------------------------------------------------------------------------- invariance_gap
 
 
 def _close(value: float, target: float) -> bool:
     return abs(value - target) <= 1e-9 * max(1.0, abs(target))
-
-
-def _centering_cause(P: np.ndarray) -> str | None:
-    """Name the mistake from the entries of P: its diagonal and its off-diagonal values."""
-    d = P.shape[0]
-    if d == 1:
-        if _close(float(P[0, 0]), 1.0):
-            return tag("for d = 1 the centred vector x - mean(x) is always 0, so P must be [[0.]]; you returned "
-                       "[[1.]].", "geo.d1_not_zero")
-        return None
-    fit = _structure(P)
-    if fit is None:
-        if np.max(np.abs(P - P.T)) > PROPERTY_ATOL:
-            return tag("P is not symmetric, and not of the form alpha I + beta 1 1^T: every diagonal entry of "
-                       "I - 1 1^T / d is 1 - 1/d and every other entry is -1/d. Print P and compare.",
-                       "geo.not_symmetric")
-        return tag("the entries of P are not all equal off the diagonal: every off-diagonal entry of I - 1 1^T / d "
-                   "is the same number, -1/d. Print P and compare.", "geo.unequal_off_diagonal")
-    alpha, beta = fit
-    seen = f"(yours has {alpha + beta:.4g} on the diagonal and {beta:.4g} elsewhere)"
-    known = [  # (alpha, beta), the mistakes it names, the diagnosis
-        ((1.0, 0.0), ("geo.identity_returned",),
-         "you returned the identity: nothing was subtracted. The mean part 1 1^T / d must be "
-         "removed: P = I - 1 1^T / d."),
-        ((0.0, 1.0 / d), ("geo.mean_projector",),
-         "you returned 1 1^T / d, the projection onto 1: it maps x to mean(x) * 1, the part "
-         "that centring removes. Subtract it from the identity: P = I - 1 1^T / d."),
-        # the same matrix as np.eye(d) - np.ones(d) @ np.ones(d) / d: both mistakes are named
-        ((1.0, -1.0), ("geo.missing_one_over_d", "geo.inner_product"),
-         f"every off-diagonal entry is -1 instead of -1/d = {-1 / d:.4g}: the 1/d is missing. "
-         "Note also that np.ones(d) @ np.ones(d) is the inner product (the number d), not the "
-         "outer product; use np.outer(np.ones(d), np.ones(d)) / d or np.ones((d, d)) / d."),
-        ((1.0, -float(d)), ("geo.inner_product", "geo.missing_one_over_d"),
-         "every off-diagonal entry is -d: np.ones(d) @ np.ones(d) is the inner product (the "
-         "number d), not the outer product 1 1^T, and the 1/d is missing. Use "
-         "np.ones((d, d)) / d."),
-        ((1.0, -1.0 / d**2), ("geo.divided_twice",),
-         "the off-diagonal entries are -1/d^2: you divided by d twice (the mean already "
-         "has its 1/d; 1 1^T / d needs no second one)."),
-        ((1.0, -1.0 / (d - 1)) if d > 1 else (math.nan, math.nan), ("geo.d_minus_one",),
-         "the off-diagonal entries are -1/(d-1): a d - 1 where d belongs (the mean divides by d)."),
-        ((1.0 - 1.0 / d, 0.0), ("geo.diagonal_only",),
-         "only the diagonal was changed (1 - 1/d on it, 0 elsewhere): every off-diagonal "
-         "entry must be -1/d, because each output x_i - mean(x) depends on all inputs."),
-        ((-1.0, 1.0 / d), ("geo.sign_flipped",),
-         "the sign is flipped: you returned 1 1^T / d - I instead of I - 1 1^T / d."),
-    ]
-    for (a_known, b_known), mistakes, cause in known:
-        if _close(alpha, a_known) and _close(beta, b_known):
-            return tag(f"{cause} {seen}", *mistakes)
-    if _close(alpha, 1.0):
-        return tag(f"P = I + ({beta:.4g}) 1 1^T, but the coefficient of 1 1^T must be -1/d = {-1 / d:.4g}. "
-                   "Check the factor in front of the outer product.", "geo.wrong_coefficient")
-    return (f"P should be I - 1 1^T / d, with 1 - 1/d = {1 - 1 / d:.4g} on the diagonal and -1/d = {-1 / d:.4g} "
-            f"elsewhere {seen}.")
-
-
-@check
-def check_centering_matrix(centering_matrix, d=4, seed=0):
-    """``centering_matrix(d)`` must be the (d, d) float64 projection I - 1 1^T / d.
-
-    Checks: symmetric, idempotent, P 1 = 0, rank d - 1, and P x = x - mean(x) for a random x
-    with an offset (and for the worked example (2, 4, 6, 8) when d = 4).
-    """
-    d = int(d)
-    what = f"centering_matrix({d})"
-    P = call_learner(centering_matrix, d, what=what, shape_rule=SHAPE_RULES["centering_matrix"])
-    if type(P) is np.ndarray and P.shape == (d,) and d > 1:
-        fail(f"{what} returned a vector of shape ({d},), expected the ({d}, {d}) matrix.\nLikely cause: "
-             "np.ones(d) is the vector 1; the matrix 1 1^T is np.outer(np.ones(d), np.ones(d)) or "
-             "np.ones((d, d)).", "geo.vector_for_matrix")
-    P = strict_array(P, what, (d, d))
-    cause = _centering_cause(P)
-    ones = np.ones(d)
-    problems = [
-        (np.max(np.abs(P - P.T)), "is not symmetric (P != P.T)",
-         "an orthogonal projection equals its transpose."),
-        (np.max(np.abs(P @ ones)), "does not send 1 to 0 (P @ ones(d) != 0)",
-         "centring a constant vector must give 0: print(P @ np.ones(d))."),
-        (np.max(np.abs(P @ P - P)), "is not idempotent (P @ P != P)",
-         "centring twice must change nothing: print(P @ P - P)."),
-    ]
-    for error, property_, meaning in problems:
-        if error > PROPERTY_ATOL:
-            fail(f"{what} {property_}: largest error {error:.3g}; {meaning}\n"
-                 f"Likely cause: {cause or 'compare your entries with 1 - 1/d on the diagonal and -1/d elsewhere.'}",
-                 *ids_of(cause))
-    rank = int(np.linalg.matrix_rank(P, tol=1e-8))
-    if rank != d - 1:
-        fail(f"{what} has rank {rank}, expected d - 1 = {d - 1}: centring removes exactly one direction, 1.\n"
-             f"Likely cause: {cause or 'a term is missing or mis-scaled.'}", *ids_of(cause))
-    cases = [random_input((d,), seed=seed, scale=2.0, offset=7.0)]
-    if d == 4:
-        cases.insert(0, WORKED_EXAMPLE)
-    for x in cases:
-        mean = math.fsum(x) / d  # the high-precision mean, not numpy's
-        expected = WORKED_CENTRED if x is WORKED_EXAMPLE else x - mean
-        got = P @ x
-        if relative_error(got, expected, floor=1.0) > 1e-10:
-            fail(f"{what} @ x should be x - mean(x).\n  x:        {preview(x)}\n  expected: {preview(expected)}\n"
-                 f"  got:      {preview(got)}\nLikely cause: {cause or 'a term is mis-scaled.'}", *ids_of(cause))
-    passed(f"centering_matrix({d}) is symmetric, idempotent, kills 1, has rank {d - 1} and maps x to x - mean(x)")
-
-
-# --------------------------------------------------------------------------- invariance_gap
 
 
 def _gap(name: str, x: np.ndarray, a: float, c: float, eps: float) -> float:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from grader.compare import (
-    CheckFailed, LearnerError, call_learner, check, fail, ids_of, is_shape_error, passed, preview, strict_array, tag,
+    CheckFailed, LearnerError, assert_close, call_learner, check, fail, ids_of, is_shape_error, passed, preview,
+    strict_array, tag,
 )
 from grader.numerics import random_input, relative_error
 
@@ -438,3 +439,167 @@ def check_residual_sublayer_rejects(residual_sublayer, invalid_modes=VISIBLE_INV
         fail(f"{what} returned a result instead of raising ValueError.\nLikely cause: {cause}", *ids_of(cause))
     passed(f"residual_sublayer raises a helpful ValueError for {len(invalid_modes)} invalid modes: "
            + ", ".join(repr(m) for m in invalid_modes))
+
+
+# ================================================================ QK-norm attention logits
+# The oracle is torch's own RMSNorm (grader.oracles.rms_norm, float64) with the gains as its
+# weight, then one matrix product: no formula of the exercise is written here. torch is
+# imported on first use, inside the oracle.
+QK_RTOL = 1e-9
+# (leading shape, T_q, T_k, d_k, eps): two-dimensional cases first, so that a mistake that only
+# batched inputs reveal (k.T reverses every axis) is recognised by the cases that came before it.
+QK_VISIBLE = (((), 5, 5, 8, 1e-6), ((), 3, 6, 16, 1e-6), ((2,), 4, 4, 8, 1e-6))
+QK_SHAPE_RULE = ("qk_norm_logits must accept any leading shape (..., T, d_k): normalise over the last axis only, "
+                 "and swap only the last two axes of the keys (np.swapaxes(k, -1, -2)); k.T reverses every axis.")
+PROBE_TOL = 1e-4  # probes run with eps = 0: what must not change agrees to rounding, and a change is O(1)
+
+
+def _qk_inputs(lead: tuple, t_q: int, t_k: int, d_k: int, seed: int):
+    """Queries and keys of different sizes and nonzero means, and two different gains."""
+    rng = np.random.default_rng(7000 + seed)
+
+    def tokens(t):
+        scale = np.exp(rng.uniform(-1.0, 1.5, size=lead + (t, 1)))     # tokens of different sizes
+        offset = rng.uniform(0.3, 1.0, size=lead + (t, 1))            # and a mean away from zero
+        return scale * (rng.standard_normal(lead + (t, d_k)) + offset)
+
+    q, k = tokens(t_q), tokens(t_k)
+    g_q = rng.uniform(0.5, 2.0, size=d_k)
+    g_k = rng.uniform(0.5, 2.0, size=d_k)
+    return q, k, g_q, g_k
+
+
+def _qk_oracle(q, k, g_q, g_k, eps):
+    """torch's RMSNorm with the gains as weights, then the scaled dot products: (..., T_q, T_k)."""
+    from grader import oracles
+
+    q_n, k_n = oracles.rms_norm(q, eps, g_q), oracles.rms_norm(k, eps, g_k)
+    return np.matmul(q_n, np.swapaxes(k_n, -1, -2)) / np.sqrt(q.shape[-1])
+
+
+def _qk_call(qk_norm_logits, q, k, g_q, g_k, eps, what):
+    return call_learner(qk_norm_logits, q, k, g_q, g_k, eps=eps, what=what, shape_rule=QK_SHAPE_RULE)
+
+
+def _qk_same(a, b, tol=PROBE_TOL) -> bool:
+    return a.shape == b.shape and relative_error(a, b, floor=1e-12) < tol
+
+
+def _qk_probe(qk_norm_logits, q, k, g_q, g_k):
+    """What changes when one query, or one key, is made three times longer, or when every
+    query and key is shifted by a constant. Run with eps = 0, where QK-norm is exactly scale
+    invariant. Returns a cause (tagged) or None."""
+    base = np.asarray(_qk_call(qk_norm_logits, q, k, g_q, g_k, 0.0, "probe"), dtype=np.float64)
+    findings = []
+    for side, axis in (("q", -2), ("k", -1)):
+        bigger_q, bigger_k = q.copy(), k.copy()
+        if side == "q":
+            bigger_q[..., 0, :] *= 3.0
+        else:
+            bigger_k[..., 0, :] *= 3.0
+        out = np.asarray(_qk_call(qk_norm_logits, bigger_q, bigger_k, g_q, g_k, 0.0, "probe"), dtype=np.float64)
+        if out.shape != base.shape or _qk_same(out, base):
+            continue
+        line = (lambda a: a[..., 0, :]) if side == "q" else (lambda a: a[..., :, 0])
+        rest = (lambda a: a[..., 1:, :]) if side == "q" else (lambda a: a[..., :, 1:])
+        if _qk_same(line(out), 3.0 * line(base)) and _qk_same(rest(out), rest(base)):
+            findings.append(side)
+        else:
+            return tag(f"making one {'query' if side == 'q' else 'key'} three times longer changed the logits of "
+                       f"other {'queries' if side == 'q' else 'keys'} too. Each query and each key is normalised on "
+                       "its own: the mean square is taken over the last axis (the d_k features of that one vector), "
+                       "not over the tokens or over the whole array.", "place.qk_norm_axis")
+    if findings:
+        which = " and ".join({"q": "the queries", "k": "the keys"}[s] for s in findings)
+        return tag(f"{which} {'are' if len(findings) == 1 else 'are both'} not normalised: making one of them three "
+                   "times longer made its logits three times larger. QK-norm divides every query and every key by "
+                   "its own RMS, so the length of either never reaches the logits.", "place.qk_unnormalised_side")
+    shifted = np.asarray(_qk_call(qk_norm_logits, q + 2.5, k - 1.5, g_q, g_k, 0.0, "probe"), dtype=np.float64)
+    if shifted.shape == base.shape and _qk_same(shifted, base):
+        return tag("adding a constant to every feature of the queries and keys left your logits unchanged, so you "
+                   "subtracted each vector's mean (a LayerNorm). QK-norm here is an RMSNorm: divide by the root of "
+                   "the mean square, with no centring.", "place.qk_mean_subtracted")
+    return None
+
+
+def _qk_explain(got, q, k, g_q, g_k, eps):
+    """The learner's logits read as the oracle with a gain left out and/or a wrong overall factor."""
+    _, width = q.shape[-2:]  # d_k
+    ones = np.ones(width)
+    gains = [((g_q, g_k), ()), ((ones, g_k), ("g_q",)), ((g_q, ones), ("g_k",)), ((ones, ones), ("g_q", "g_k"))]
+    factors = [(1.0, None), (np.sqrt(width), "sqrt"), (1.0 / width, "l2"), (1.0 / np.sqrt(width), "l2")]
+    for (a, b), missing in gains:
+        reference = _qk_oracle(q, k, a, b, eps)
+        for factor, kind in factors:
+            if (missing or kind) and _qk_same(got, factor * reference):
+                texts, ids = [], []
+                if missing:
+                    texts.append(f"{' and '.join(missing)} {'was' if len(missing) == 1 else 'were'} not applied: "
+                                 "each normalised vector is multiplied by its own gain, feature by feature (g_q for "
+                                 "the queries, g_k for the keys), before the dot product.")
+                    ids.append("place.qk_gain_missing")
+                if kind == "sqrt":
+                    texts.append(f"your logits are sqrt(d_k) = {np.sqrt(width):g} times too large: the dot product "
+                                 "is divided by sqrt(d_k), as in every attention layer.")
+                    ids.append("place.qk_missing_sqrt_dk")
+                elif kind == "l2":
+                    texts.append(f"your logits are {1 / factor:g} times too small, the signature of unit-length "
+                                 "(L2-normalised) vectors: after an RMSNorm a vector has length sqrt(d_k), not 1. "
+                                 "Divide by the root of the mean square, not by the length.")
+                    ids.append("place.qk_l2_normalised")
+                return tag(" Also, ".join(texts), *ids)
+    return None
+
+
+@check
+def check_qk_norm_logits(qk_norm_logits, cases=QK_VISIBLE, seed: int = 0):
+    """Compare qk_norm_logits with torch's RMSNorm and a matrix product, on each case
+    (leading shape, T_q, T_k, d_k, eps); diagnose from what changes when one vector grows."""
+    two_d_passed = False
+    for n, (lead, t_q, t_k, d_k, eps) in enumerate(cases):
+        lead = tuple(lead)
+        q, k, g_q, g_k = _qk_inputs(lead, t_q, t_k, d_k, seed + n)
+        shape = lead + (t_q, t_k)
+        what = (f"qk_norm_logits(q, k, g_q, g_k, eps={eps:g}) for q of shape {lead + (t_q, d_k)} and k of shape "
+                f"{lead + (t_k, d_k)}")
+        try:
+            got = _qk_call(qk_norm_logits, q, k, g_q, g_k, eps, what)
+        except LearnerError as error:
+            if lead and two_d_passed and is_shape_error(error.error_type, error.error_message):
+                raise error.with_cause(tag(
+                    "your function works on one head (two axes) but not on a batch of them: k.T (or np.transpose(k)) "
+                    "reverses every axis, so for k of shape (..., T_k, d_k) it moves the batch axes too. Swap only "
+                    "the last two: np.swapaxes(k, -1, -2).", "place.qk_transpose_all_axes")) from None
+            raise
+        if isinstance(got, np.ndarray) and got.shape != shape:
+            if got.shape == lead + (t_k, t_q) and t_q != t_k:
+                fail(f"{what} returned shape {got.shape}, expected {shape}.\nLikely cause: the logits are "
+                     "transposed. Row i belongs to query i and column j to key j: logits[..., i, j] = q_i . k_j, "
+                     "so multiply the queries by the transposed keys, in that order.", "place.qk_transposed")
+            if lead and two_d_passed:
+                fail(f"{what} returned shape {got.shape}, expected {shape}.\nLikely cause: k.T (or np.transpose(k)) "
+                     "reverses every axis, batch axes included; swap only the last two: np.swapaxes(k, -1, -2).",
+                     "place.qk_transpose_all_axes")
+        got = strict_array(got, what, shape)
+        expected = _qk_oracle(q, k, g_q, g_k, eps)
+        if relative_error(got, expected, floor=1e-12) <= QK_RTOL:
+            two_d_passed = two_d_passed or not lead
+            continue
+        cause = None
+        if t_q == t_k and _qk_same(got, np.swapaxes(expected, -1, -2)):
+            cause = tag("your logits are the transpose of the expected ones: row i belongs to query i and column j "
+                        "to key j, logits[..., i, j] = q_i . k_j. Multiply the queries by the transposed keys, in "
+                        "that order.", "place.qk_transposed")
+        if cause is None:
+            cause = _qk_probe(qk_norm_logits, q, k, g_q, g_k)
+        if cause is None:
+            cause = _qk_explain(got, q, k, g_q, g_k, eps)
+        if cause is None and relative_error(got, _qk_oracle(q, k, g_q, g_k, 0.0), floor=1e-12) <= QK_RTOL:
+            cause = (f"your logits are those of eps = 0: eps = {eps:g} was not used. It is added to each vector's "
+                     "mean square, inside the square root, as in notebook 04's RMSNorm.")
+        if cause is None:
+            cause = ("no classic mistake matched. Check each step against the formula: RMSNorm over the last axis "
+                     "with eps added to the mean square inside the square root, then the gains, then q_i . k_j "
+                     "divided by sqrt(d_k).")
+        assert_close(got, expected, what, "torch rms_norm, then q k^T / sqrt(d_k)", QK_RTOL, cause, floor=1e-12)
+    passed(f"qk_norm_logits agrees with torch's RMSNorm on {len(cases)} cases (shapes, T_q != T_k, batches)")

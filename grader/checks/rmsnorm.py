@@ -641,3 +641,192 @@ def check_rms_norm_backward(rms_norm_backward, rms_norm=None, shape=(2, 3, 5), e
                              "is wrong: run its checks above.", "rms.forward_backward_mismatch"))
         agree = " and with central differences of your rms_norm"
     passed(f"rms_norm_backward matches autograd for x of shape {shape}, eps={eps}, {dtype.name}{agree}")
+
+
+# ---------------------------------------------------------------------------- bfloat16 forward
+# numpy has no bfloat16, so rms_norm_bf16 takes and returns float32 arrays that hold bfloat16 numbers (what
+# tensor.float().numpy() gives); inside, the learner's code works on bfloat16 tensors. Values cross a grading
+# sandbox as plain float32 arrays, so the check is the same in a notebook and under `grader grade`.
+BF16_BITS = 8          # significant bits of bfloat16 (7 stored, 1 implicit)
+BF16_TIE_MARGIN = 1 / 16  # of a spacing: within it of a rounding tie, float32 statistics may round either way
+BF16_SHAPE_FIT = 2e-2  # relative residual of a per-token fit: bfloat16 rounding leaves ~2e-3
+BF16_SCALE_FIT = 1e-2  # a per-token r within this of a candidate matches it (rounded statistics leave <= 6e-3)
+
+
+def _bf16_grid(values):
+    """The bfloat16 numbers around each value: (lower, upper, nearest, near_tie), all float64.
+
+    lower <= |value| < upper in magnitude, with the value's sign; nearest is round to nearest, ties to even;
+    near_tie: the value lies within BF16_TIE_MARGIN of a spacing of the tie between lower and upper.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    a = np.abs(v)
+    _, exponent = np.frexp(a)
+    spacing = np.ldexp(1.0, np.maximum(exponent - BF16_BITS, -133))  # -133: bfloat16's subnormal spacing
+    steps = np.floor(a / spacing)
+    frac = a / spacing - steps
+    lower, upper = steps * spacing, (steps + 1) * spacing
+    up = (frac > 0.5) | ((frac == 0.5) & (steps % 2 == 1))
+    sign = np.where(v < 0, -1.0, 1.0)
+    return sign * lower, sign * upper, sign * np.where(up, upper, lower), np.abs(frac - 0.5) <= BF16_TIE_MARGIN
+
+
+def to_bf16(values) -> np.ndarray:
+    """Round to the nearest bfloat16 number (ties to even), as float32: a test input, not the exercise."""
+    return _bf16_grid(values)[2].astype(np.float32)
+
+
+def _rounds_to(y, exact):
+    """Whether each y is a bfloat16 rounding of ``exact`` (the nearest one, or either neighbour near a tie)."""
+    lower, upper, nearest, near_tie = _bf16_grid(exact)
+    return (y == nearest) | (near_tie & ((y == lower) | (y == upper)))
+
+
+def _bf16_acceptable(y, x_hat, gamma):
+    """Entry by entry: is y what correct rounding gives, in Gemma's order or in LLaMA's?
+
+    Gemma's order: round(gamma * x_hat), one rounding (gamma applied in float32). LLaMA's: round(gamma * a)
+    with a = round(x_hat), x_hat cast back to bfloat16 before the bfloat16 gain (the product of two bfloat16
+    numbers is exact in float32, so only its final rounding counts). ``x_hat``: float64, exact.
+    """
+    ok = _rounds_to(y, gamma * x_hat)
+    lower, upper, nearest, near_tie = _bf16_grid(x_hat)
+    ok |= _rounds_to(y, gamma * nearest)
+    ok |= near_tie & (_rounds_to(y, gamma * lower) | _rounds_to(y, gamma * upper))
+    return ok
+
+
+def _bf16_inputs(shape, seed, eps_rows):
+    """x: bfloat16 numbers with a per-token offset and, with ``eps_rows``, token scales from 1e-6 to 10."""
+    d = shape[-1]
+    x = random_input(shape, seed=seed) + 0.3 * np.sign(random_input(shape[:-1] + (1,), seed=seed + 50))
+    if eps_rows and len(shape) > 1:
+        tokens = int(np.prod(shape[:-1]))
+        x = x * np.logspace(-6, 1, tokens).reshape(shape[:-1] + (1,))
+    return to_bf16(x), to_bf16(_gamma(d, seed + 1))
+
+
+def _token_fit(y, basis):
+    """Per token: the scale rho of the least-squares fit y ~ rho * basis, and its relative residual."""
+    d = y.shape[-1]
+    y, basis = y.reshape(-1, d), basis.reshape(-1, d)
+    rho = np.sum(y * basis, axis=-1) / np.maximum(np.sum(basis * basis, axis=-1), 1e-300)
+    residual = np.linalg.norm(y - rho[:, None] * basis, axis=-1) / np.maximum(np.linalg.norm(y, axis=-1), 1e-300)
+    return rho, residual
+
+
+NO_UPCAST = tag("your r (or 1/r) reached the division as a bfloat16 number: the statistics were computed on bfloat16 "
+                "tensors (every operation on them rounds its result to bfloat16: the mean square, the square root, "
+                "x / r), or r was cast back to bfloat16 before it was used. Upcast first: x.float(), compute the mean "
+                "square, r and x / r in float32, and round only the normalised result.", "rms.no_upcast")
+BF16_STALL = tag("your r is too small on the larger tokens: the sum of squares lost terms. A running sum kept in "
+                 "bfloat16 (8 significant bits) stops growing once the total is about 256 times the next term. "
+                 "Accumulate in float32: upcast x first.", "rms.low_precision_statistics")
+
+
+def _bf16_cause(y, x, gamma, eps, x_hat):
+    """The classic mistake behind a wrong bfloat16 result (y on the bfloat16 grid), or None."""
+    d = x.shape[-1]
+    centred = x - x.mean(axis=-1, keepdims=True)
+    with np.errstate(all="ignore"):
+        centred_hat = centred / np.sqrt(np.mean(centred * centred, axis=-1, keepdims=True) + eps)
+    shapes = [(gamma * x_hat, None), (x_hat, GAMMA_MISSING), (gamma * gamma * x_hat, GAMMA_TWICE),
+              (gamma * centred_hat, tag("the outputs (divided by gamma) have mean zero in every token: you subtracted "
+                                        "the mean. That is LayerNorm; RMSNorm divides x itself by "
+                                        "sqrt(mean(x**2) + eps).", "rms.mean_subtracted"))]
+    for basis, mistake in shapes:
+        rho, residual = _token_fit(y, basis)
+        if np.all(residual <= BF16_SHAPE_FIT):
+            break
+    else:
+        return None
+    if mistake is not None:
+        return mistake
+    ms = _mean_square(x).reshape(-1)
+    r_true = np.sqrt(ms + eps)
+    with np.errstate(all="ignore"):
+        r_yours = r_true / rho
+    maps = [(np.sqrt(ms) + eps, tag("eps is outside the square root: r must be sqrt(mean(x**2) + eps), not "
+                                   "sqrt(mean(x**2)) + eps. The tokens with a small mean square show it.",
+                                   "rms.eps_outside_sqrt")),
+            (np.sqrt(d * ms + eps), tag(f"you summed the squares instead of averaging them, so r is sqrt(d) = "
+                                        f"{np.sqrt(d):.4g} times too large.", "rms.sum_not_mean")),
+            (ms + eps, tag("you divided by the mean square itself: the square root is missing.", "rms.sqrt_missing"))]
+    if eps > 0:
+        maps.append((np.sqrt(ms), tag(f"eps is ignored: your r is sqrt(mean(x**2)) but eps = {eps} was passed.",
+                                      "rms.eps_ignored")))
+
+    def deviation(candidate):
+        with np.errstate(all="ignore"):
+            return float(np.max(np.abs(r_yours / candidate - 1)))
+
+    if deviation(r_true) <= BF16_SCALE_FIT:
+        return NO_UPCAST
+    fits = sorted((deviation(candidate), index) for index, (candidate, _) in enumerate(maps))
+    if fits[0][0] <= BF16_SCALE_FIT:  # the closest of the candidates that fit
+        return maps[fits[0][1]][1]
+    ratio = r_yours / r_true
+    if np.all(ratio <= 1 + BF16_SCALE_FIT) and np.min(ratio) < 1 - 2 * BF16_SCALE_FIT:
+        return BF16_STALL
+    return None
+
+
+def _rms_norm_bf16_case(rms_norm_bf16, x, gamma, eps, label):
+    what = f"rms_norm_bf16(x, gamma, eps={eps}) for {label}"
+    value = _call(rms_norm_bf16, x, gamma, eps=eps, what=what)
+    if isinstance(value, np.ndarray) and value.shape == x.shape and value.dtype != np.float32 and value.dtype.kind == "f":
+        fail(f"{what} returned a numpy array of dtype {value.dtype}; it must be float32 holding bfloat16 numbers.\n"
+             "Likely cause: the conversion at the end. Keep the stub's last line: your bfloat16 result y, converted "
+             "with y.float().numpy().", "common.wrong_dtype")
+    y = _strict(value, what, x.shape, np.float32)
+    x64, gamma64 = x.astype(np.float64), gamma.astype(np.float64)
+    x_hat = oracles.rms_norm(x64, eps)
+    reference = gamma64 * x_hat
+    on_grid = _bf16_grid(y)[2] == y
+    if np.all(on_grid) and np.all(_bf16_acceptable(y, x_hat, gamma64)):
+        return
+    if not np.all(on_grid):
+        rounded = _bf16_grid(y)[2]
+        cast = tag(f"{int(np.sum(~on_grid))} of your {y.size} outputs are not bfloat16 numbers: the result was not "
+                   "cast back. Round the normalised result to bfloat16 (.to(torch.bfloat16)) before returning it; a "
+                   "float32 gain or a float32 result left as it is keeps float32 precision.", "rms.no_cast_back")
+        if np.all(_bf16_acceptable(rounded, x_hat, gamma64)):
+            cause = cast
+        else:
+            other = _bf16_cause(rounded, x64, gamma64, eps, x_hat)
+            cause = describe([[cast, other]]) if other else cast
+    else:
+        cause = _bf16_cause(y, x64, gamma64, eps, x_hat)
+    wrong = ~(_bf16_acceptable(y, x_hat, gamma64) & on_grid)
+    spacing = _bf16_grid(reference)[1] - _bf16_grid(reference)[0]
+    worst = float(np.max(np.abs(y - reference)[wrong] / np.abs(spacing)[wrong]))
+    index = tuple(int(i) for i in np.argwhere(wrong)[0])
+    text = cause or "no classic mistake matched; compare each step with upcast, normalise in float32, round."
+    fail(f"{what} is wrong in {int(wrong.sum())} of {y.size} entries.\n"
+         f"  expected: a bfloat16 rounding of gamma * x / sqrt(mean(x**2) + eps) (float64 oracle), in Gemma's or "
+         f"LLaMA's order\n"
+         f"  e.g. at index {index}: exact {reference[index]:.6g}, got {y[index]:.6g}; the largest error is {worst:.3g} "
+         "bfloat16 spacings (correct rounding stays within 1.5)\n"
+         f"Likely cause: {text}", *ids_of(cause))
+
+
+@check
+def check_rms_norm_bf16(rms_norm_bf16, shape=None, eps=1e-6, seed=0):
+    """Compare ``rms_norm_bf16(x, gamma, eps)`` with what rounding to bfloat16 allows, for x: (..., d).
+
+    x and gamma are float32 arrays of bfloat16 numbers; so must the result be. Every entry must be a
+    bfloat16 rounding of the float64 RMSNorm of those very numbers: gamma * x_hat rounded once (Gemma's
+    order), or x_hat rounded and then multiplied by the bfloat16 gamma (LLaMA's order); within 1/16 of a
+    spacing of a rounding tie, either neighbour. Without ``shape``: tokens of d = 1024 with RMS from 1e-6
+    to 10 (eps matters on the smallest), a (5, 2, 48) batch and one token of d = 512.
+    """
+    if shape is None:
+        cases = [((6, 1024), seed), ((5, 2, 48), seed + 10), ((512,), seed + 20)]
+    else:
+        cases = [(tuple(shape), seed)]
+    for case_shape, case_seed in cases:
+        x, gamma = _bf16_inputs(case_shape, case_seed, eps_rows=True)
+        label = f"x of shape {case_shape}" + (", token RMS from 1e-6 to 10" if len(case_shape) > 1 else "")
+        _rms_norm_bf16_case(rms_norm_bf16, x, gamma, eps, label)
+    shapes = ", ".join(str(s) for s, _ in cases)
+    passed(f"rms_norm_bf16 rounds like a float32-statistics bfloat16 RMSNorm for shape(s) {shapes}, eps={eps}")

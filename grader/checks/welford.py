@@ -148,8 +148,9 @@ def _tolerances(x: np.ndarray, n: int, var: float) -> tuple[float, float]:
 
     A one-pass update rounds the running mean at every step, so its mean can drift by about
     n·u·mean|x|, and its variance by about n·u·mean|x|·σ (the error grows like |μ|/σ, the
-    condition number). E[x²] - μ² errs by about u·E[x²] = u·(μ² + σ²), which grows like
-    (|μ|/σ)² and exceeds these bounds as soon as |μ|/σ is more than a few hundred.
+    condition number κ: Chan, Golub & LeVeque's (1983) n·κ·u for the updating algorithm).
+    E[x²] - μ² errs by about u·E[x²] = u·(μ² + σ²), which grows like (|μ|/σ)²: it exceeds the
+    variance tolerance below, about 4·n·κ·u + 1e-9, once |μ|/σ is above both 4n and about 3000.
     """
     mean_abs = float(np.mean(np.abs(x.astype(np.float64))))
     sigma = float(np.sqrt(var))

@@ -19,8 +19,8 @@
 # LayerNorm (Ba, Kiros & Hinton, 2016). Both subtract a mean and divide by a standard
 # deviation, and both then apply a learned gain $\boldsymbol\gamma$ and shift $\boldsymbol\beta$.
 # In training mode they differ in one thing only: **which numbers they average over**. (At test
-# time BatchNorm also swaps its batch statistics for running averages; section 6 measures what that
-# costs.) That one choice decides whether a language model can cheat during training, whether it
+# time BatchNorm also swaps its batch statistics for running averages; in section 6 you build both
+# modes and measure what the swap costs.) That one choice decides whether a language model can cheat during training, whether it
 # computes the same function when it generates text, and whether padding and batch size change its
 # output.
 #
@@ -28,12 +28,14 @@
 #
 # 1. say, for a `(B, T, d)` tensor, which entries share statistics under BatchNorm and under LayerNorm,
 # 2. implement LayerNorm for any shape and BatchNorm in training mode,
-# 3. show with code three ways BatchNorm fails in a language model: it leaks the future, it
+# 3. implement BatchNorm's running averages and its evaluation mode with PyTorch's conventions
+#    (momentum, unbiased running variance),
+# 4. show with code three ways BatchNorm fails in a language model: it leaks the future, it
 #    computes a different function at test time, and it depends on padding and batch size,
-# 4. write a causality probe that catches the first failure in any normalisation function,
-# 5. choose among the four common normalisations, and check your code against PyTorch.
+# 5. write a causality probe that catches the first failure in any normalisation function,
+# 6. choose among the four common normalisations, and check your code against PyTorch.
 #
-# The notebook takes about 75 to 90 minutes: three graded exercises and two predictions.
+# The notebook takes about 100 to 120 minutes: five graded exercises and four predictions.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
@@ -43,7 +45,8 @@
 # %%
 import numpy as np
 
-from grader.checks.bn_vs_ln import check_batch_norm, check_layernorm, check_leaks_future
+from grader.checks.bn_vs_ln import (check_batch_norm, check_batch_norm_eval, check_batch_norm_train, check_layernorm,
+                                    check_leaks_future)
 from grader.compare import check_signature
 from grader.learner import hint, progress
 from grader.predict import choose, compare
@@ -192,7 +195,7 @@ check_layernorm(layernorm, shape=(2, 12), seed=19, gamma=np.linspace(-2.0, 3.0, 
 # where $n$ runs over all $N$ tokens: $N=B$ for an input of shape `(B, d)`, $N=B\cdot T$ for
 # `(B, T, d)`, $N=B\cdot H\cdot W$ for an image batch stored channels-last as `(B, H, W, d)`.
 # This is what BatchNorm does while training. At test time it switches to running averages of
-# these statistics; section 6 shows what that costs.
+# these statistics; in section 6 you add them and measure what that costs.
 #
 # ### Exercise 2 · `batch_norm`
 #
@@ -461,28 +464,187 @@ for name, norm in [("your layernorm", ln_plain), ("your batch_norm", bn_plain),
 #
 # A deployed model sees one sequence, or one token, at a time, so BatchNorm cannot use batch
 # statistics at test time. Instead it keeps running averages of the batch statistics during
-# training and switches to them in evaluation mode. The class below does what frameworks do
-# (PyTorch, for instance, averages with momentum 0.1 and stores the unbiased variance); in training
-# mode it calls your `batch_norm`.
+# training, and in evaluation mode it normalises with those averages alone. You build both modes
+# now, the way PyTorch's `nn.BatchNorm1d` does, and then measure how far apart they are.
+#
+# **Running averages.** Each training step computes the batch statistics $\mu_k$ and $\sigma_k^2$ of
+# section 3 (over the $N$ tokens of the batch) and moves the running statistics $\overline{\mu}_k$ and
+# $\overline{\sigma}_k^2$ part of the way towards them, with a momentum $m$ (PyTorch's default is $0.1$):
+#
+# $$\overline{\mu}_k\leftarrow(1-m)\,\overline{\mu}_k+m\,\mu_k,\qquad
+#   \overline{\sigma}_k^2\leftarrow(1-m)\,\overline{\sigma}_k^2+m\,\frac{N}{N-1}\,\sigma_k^2 .$$
+#
+# In code the rule reads `running = (1 - momentum) * running + momentum * batch_stat`. Three
+# conventions, all PyTorch's, and the checks hold you to each of them:
+#
+# - **The momentum weighs the new batch statistic.** $m=0.1$ keeps 90 % of the old running value.
+#   (Keras calls the weight of the *old* value its momentum, 0.99 by default: the opposite convention.)
+# - **The running variance is fed the unbiased batch variance**, $\frac{N}{N-1}\sigma_k^2$ (dividing by
+#   $N-1$), while the training output itself is normalised with the **biased** $\sigma_k^2$ of Exercise 2.
+# - **Evaluation mode uses the running statistics only**:
+#   $y_{n,k}=\gamma_k\,(x_{n,k}-\overline{\mu}_k)/\sqrt{\overline{\sigma}_k^2+\epsilon}+\beta_k$. No statistic of the batch it
+#   is given enters, nothing is updated, and a single token of shape `(d,)` works.
+#
+# A new layer starts from $\overline{\mu}_k=0$ and $\overline{\sigma}_k^2=1$.
+#
+# ### Exercise 4 · `batch_norm_train`
+#
+# Write `batch_norm_train(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5)` for `x`
+# of shape `(..., d)` with at least two axes and at least two tokens per feature ($N\ge2$), and
+# `gamma`, `beta`, `running_mean`, `running_var` of shape `(d,)`. Return a tuple `(y, new_mean, new_var)`:
+# `y` exactly as your `batch_norm(x, gamma, beta, eps)` computes it (you may call it), and the new running
+# statistics from the rule above, float64 arrays of shape `(d,)`. Use the `momentum` you are given.
+# **Do not modify any input, `running_mean` and `running_var` included**: return new arrays. (PyTorch
+# updates its buffers in place; a function that returns them is easier to test, and the caller keeps
+# the old values.) The checks compare with `torch.nn.functional.batch_norm(training=True)` and the
+# running buffers it updates, to a relative error of $10^{-7}$, for several momenta, any `eps`, and
+# batches far from zero (so compute both variances from the squared deviations, as before).
+#
+# *Hint:* $N$ is the product of every size but the last: `x.size // x.shape[-1]`.
+#
+# **Stuck?** Run `hint("batch_norm_train")` in a new cell: each call gives one more step.
+
+# %% nbgrader={"grade": false, "grade_id": "batch_norm_train", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    """One training step of BatchNorm: the output, and the running statistics moved towards the batch's.
+
+    x: (..., d) with at least two axes and N >= 2 tokens per feature; gamma, beta, running_mean,
+    running_var: (d,). Returns (y, new_mean, new_var): y as batch_norm(x, gamma, beta, eps) gives it,
+    shape (..., d); new_mean, new_var of shape (d,), from the batch's mean and unbiased variance with
+    weight momentum. Modifies none of its inputs.
+    """
+    ### BEGIN SOLUTION
+    y = batch_norm(x, gamma=gamma, beta=beta, eps=eps)
+    tokens = np.reshape(x, (-1, gamma.shape[0]))
+    batch_mean = tokens.mean(axis=0)
+    batch_var_unbiased = ((tokens - batch_mean) ** 2).sum(axis=0) / (len(tokens) - 1)
+    keep = 1 - momentum
+    return y, keep * running_mean + momentum * batch_mean, keep * running_var + momentum * batch_var_unbiased
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "signature_batch_norm_train", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Locked: tells you if the signature above no longer matches what the tests call.
+check_signature(batch_norm_train, "batch_norm_train", "(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-05)")
+
+# %% nbgrader={"grade": true, "grade_id": "test_batch_norm_train", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""Checks batch_norm_train's output and new running statistics against torch's batch_norm(training=True)."""
+check_batch_norm_train(batch_norm_train)
+### BEGIN HIDDEN TESTS
+for shape_hidden, seed_hidden in [((2, 3, 2, 4), 41), ((64, 3), 42), ((1, 5, 3), 43), ((2, 1, 6), 44)]:
+    check_batch_norm_train(batch_norm_train, shape=shape_hidden, seed=seed_hidden)
+check_batch_norm_train(batch_norm_train, shape=(4, 6), seed=45, momentum=0.01)
+check_batch_norm_train(batch_norm_train, shape=(3, 4, 5), seed=46, momentum=0.7, eps=1.0, scale=0.2)
+check_batch_norm_train(batch_norm_train, shape=(5, 6, 3), seed=47, scale=1e-2, offset=1e4)
+check_batch_norm_train(batch_norm_train, shape=(6, 5), seed=48, momentum=0.25, gamma=np.linspace(-1.0, 2.0, 5),
+                       beta=np.arange(5.0))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Exercise 5 · `batch_norm_eval`
+#
+# Write `batch_norm_eval(x, gamma, beta, running_mean, running_var, eps=1e-5)` for `x` of any shape
+# `(..., d)`, a single token of shape `(d,)` included, with the four other arrays of shape `(d,)`. Normalise
+# every feature with the running statistics alone ($\epsilon$ inside the square root), then apply the gain
+# and shift; return a float64 array shaped like `x`, and modify none of the inputs. The checks compare
+# with `torch.nn.functional.batch_norm(training=False)`, to a relative error of $10^{-7}$; they pick
+# running statistics far from the batch's own, so a batch statistic anywhere in the formula shows.
+#
+# **Stuck?** Run `hint("batch_norm_eval")` in a new cell: each call gives one more step.
+
+# %% nbgrader={"grade": false, "grade_id": "batch_norm_eval", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def batch_norm_eval(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    """BatchNorm in evaluation mode: every feature normalised with the running statistics alone.
+
+    x: (..., d), a single token (d,) included; gamma, beta, running_mean, running_var: (d,).
+    Returns an array of the same shape as x. No statistic of x enters, and no input is modified.
+    """
+    ### BEGIN SOLUTION
+    scale = gamma / np.sqrt(running_var + eps)
+    return (x - running_mean) * scale + beta
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "signature_batch_norm_eval", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Locked: tells you if the signature above no longer matches what the tests call.
+check_signature(batch_norm_eval, "batch_norm_eval", "(x, gamma, beta, running_mean, running_var, eps=1e-05)")
+
+# %% nbgrader={"grade": true, "grade_id": "test_batch_norm_eval", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Checks batch_norm_eval against torch's batch_norm(training=False): (2, 3, 5), (6, 4) with eps = 1, one token (5,)."""
+check_batch_norm_eval(batch_norm_eval)
+### BEGIN HIDDEN TESTS
+for shape_hidden, seed_hidden in [((7,), 51), ((1, 16), 52), ((2, 3, 4, 5), 53), ((3, 1), 54), ((64, 3), 55)]:
+    check_batch_norm_eval(batch_norm_eval, shape=shape_hidden, seed=seed_hidden)
+check_batch_norm_eval(batch_norm_eval, shape=(4, 6), seed=56, eps=1e-3, scale=1e-2, offset=1e4)
+check_batch_norm_eval(batch_norm_eval, shape=(6, 5), seed=57, gamma=np.linspace(-1.0, 2.0, 5), beta=np.arange(5.0))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Predict first.** A freshly created BatchNorm layer ($\overline{\mu}=\mathbf 0$, $\overline{\sigma}^2=\mathbf 1$,
+# $\boldsymbol\gamma=\mathbf 1$, $\boldsymbol\beta=\mathbf 0$) is switched to evaluation mode before it has
+# seen a single training batch, and given a batch whose features have mean 3 and standard deviation 2.
+# What does it output?
 
 # %%
-class RunningBatchNorm:
-    """BatchNorm with running averages, gamma = 1 and beta = 0, for activations (..., d)."""
+options_fresh_eval = ["the input itself, up to a factor within 1e-5 of 1",
+                      "the same as training mode: mean 0, variance 1 per feature",
+                      "all zeros"]
+guess_fresh_eval = ...  # your guess: copy one of the three strings
 
-    def __init__(self, d, momentum=0.1, eps=1e-5):
-        self.running_mean, self.running_var = np.zeros(d), np.ones(d)
-        self.momentum, self.eps = momentum, eps
+# %%
+d_act = 16
+ones_act, zeros_act = np.ones(d_act), np.zeros(d_act)
+fresh_batch = 3.0 + 2.0 * np.random.default_rng(11).standard_normal((4, 8, d_act))
+fresh_eval = batch_norm_eval(fresh_batch, ones_act, zeros_act, np.zeros(d_act), np.ones(d_act))
+fresh_train, _, _ = batch_norm_train(fresh_batch, ones_act, zeros_act, np.zeros(d_act), np.ones(d_act))
+print(f"evaluation mode: largest |y / x - 1| = {np.abs(fresh_eval / fresh_batch - 1).max():.1e}; "
+      f"mean of the output {fresh_eval.mean():.2f}, std {fresh_eval.std():.2f}")
+print(f"training mode:   mean of the output {fresh_train.mean():.2f}, std {fresh_train.std():.2f}")
+identity_like = np.abs(fresh_eval / fresh_batch - 1).max() < 1e-5
+answer_fresh = (options_fresh_eval[0] if identity_like else options_fresh_eval[2] if not np.any(fresh_eval)
+                else options_fresh_eval[1])
+choose(guess_fresh_eval, options_fresh_eval, correct=answer_fresh, name="a fresh layer in evaluation mode")
 
-    def __call__(self, a, training):
-        if not training:
-            return (a - self.running_mean) / np.sqrt(self.running_var + self.eps)
-        tokens = a.reshape(-1, a.shape[-1])
-        n, m = tokens.shape[0], self.momentum
-        self.running_mean = (1 - m) * self.running_mean + m * tokens.mean(axis=0)
-        self.running_var = (1 - m) * self.running_var + m * tokens.var(axis=0) * n / (n - 1)
-        return bn_plain(a)
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# The input itself, divided by $\sqrt{1+\epsilon}$. With $\overline{\mu}=0$ and $\overline{\sigma}^2=1$ evaluation mode
+# is almost the identity: nothing is normalised, the features keep their mean 3 and spread 2. A model
+# that is evaluated before its running statistics have caught up sees unnormalised activations, the
+# most extreme form of the train and test gap.
+# </details>
+#
+# **Predict first.** How long does catching up take? Train on the *same* batch again and again, with
+# momentum 0.1. After how many steps is the running mean's distance to that batch's mean below 1 % of
+# its starting distance? (A number of steps.)
 
+# %%
+guess_steps_to_forget = ...  # your guess: a number of training steps
 
+# %%
+running_mean, running_var = np.zeros(d_act), np.ones(d_act)
+start_gap = np.abs(fresh_batch.mean(axis=(0, 1)) - running_mean).max()
+steps = 0
+while np.abs(fresh_batch.mean(axis=(0, 1)) - running_mean).max() > 0.01 * start_gap:
+    _, running_mean, running_var = batch_norm_train(fresh_batch, ones_act, zeros_act, running_mean, running_var)
+    steps += 1
+print(f"steps until the running mean is within 1 % of the batch mean: {steps};  "
+      f"log(0.01) / log(0.9) = {np.log(0.01) / np.log(0.9):.1f}")
+compare(guess_steps_to_forget, steps, name="steps to forget the starting value", rel=0.2)
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Each step keeps $1-m=0.9$ of the remaining distance, so after $n$ steps $0.9^n$ of it is left, and
+# $0.9^n<0.01$ first holds at the first whole $n$ above $\ln 0.01/\ln 0.9\approx43.7$. The running averages remember roughly the
+# last $1/m=10$ batches, which is why they track a model whose activations change during training,
+# and also why they are only ever an estimate of what any single batch produced.
+# </details>
+#
+# Now train a layer with your `batch_norm_train` for 300 steps on batches of 4 sequences whose mean
+# drifts with position, as a residual stream's does, and then show it one of those sequences.
+
+# %%
 def activations(rng, n_seq, T=8, d=16):
     """Toy activations whose mean drifts with position, as a residual stream's does."""
     drift = 0.4 * np.arange(T)[None, :, None] * np.linspace(1.0, -1.0, d)
@@ -490,14 +652,20 @@ def activations(rng, n_seq, T=8, d=16):
 
 
 rng = np.random.default_rng(5)
-layer = RunningBatchNorm(16)
+running_mean, running_var = np.zeros(d_act), np.ones(d_act)
 for _ in range(300):                       # training: batches of 4 sequences
-    layer(activations(rng, 4), training=True)
+    _, running_mean, running_var = batch_norm_train(activations(rng, 4), ones_act, zeros_act, running_mean, running_var)
+
+
+def bn_eval_plain(a):
+    """Your batch_norm_eval with the trained running statistics, gamma = 1 and beta = 0. a: (..., d)."""
+    return batch_norm_eval(a, ones_act, zeros_act, running_mean, running_var)
+
 
 sequence = activations(rng, 1)
 batch = np.concatenate([sequence, activations(rng, 3)])
 seen_in_training = bn_plain(batch)[:1]     # what this sequence produced inside a training batch
-eval_mode = layer(sequence, training=False)
+eval_mode = bn_eval_plain(sequence)
 print(f"BatchNorm, same sequence, training mode vs evaluation mode: max difference "
       f"{np.abs(seen_in_training - eval_mode).max():.3f}")
 print(f"LayerNorm, same sequence, inside a batch vs alone:          max difference "
@@ -506,8 +674,8 @@ print(f"LayerNorm, same sequence, inside a batch vs alone:          max differen
 # %% [markdown]
 # Now generate the sequence one token at a time, as a language model does. There are two ways
 # BatchNorm could normalise the new token, and neither reproduces what the model saw in
-# training: the running averages (evaluation mode), or the statistics of the prefix generated so
-# far (training mode on a growing batch of one sequence). For each position we measure how far
+# training: the running averages (your `batch_norm_eval`), or the statistics of the prefix generated
+# so far (training mode on a growing batch of one sequence). For each position we measure how far
 # the output is from the one the same token had during training.
 
 # %%
@@ -516,7 +684,7 @@ gaps = {"BatchNorm, running averages": np.zeros(T_gen), "BatchNorm, statistics o
         "LayerNorm": np.zeros(T_gen)}
 for t in range(T_gen):
     prefix = sequence[:, : t + 1]
-    gaps["BatchNorm, running averages"][t] = np.abs(layer(prefix, training=False)[0, t] - seen_in_training[0, t]).max()
+    gaps["BatchNorm, running averages"][t] = np.abs(bn_eval_plain(prefix)[0, t] - seen_in_training[0, t]).max()
     gaps["BatchNorm, statistics of the prefix"][t] = np.abs(bn_plain(prefix)[0, t] - seen_in_training[0, t]).max()
     gaps["LayerNorm"][t] = np.abs(ln_plain(prefix)[0, t] - ln_plain(batch)[0, t]).max()
 print("first generated token, normalised with its own statistics only:", bn_plain(sequence[:, :1])[0, 0, :6], "...")
@@ -685,22 +853,29 @@ print(f"ratio to F.layer_norm: {ratio.min():.5f} .. {ratio.max():.5f};  sqrt((d-
 # %% [markdown]
 # **BatchNorm in PyTorch.** `nn.BatchNorm1d(C)` expects channels on axis 1, `(N, C)` or `(N, C, L)`,
 # so a `(B, T, d)` tensor must be transposed to `(B, d, T)` first; given `(B, T, d)` directly it
-# treats the $T$ positions as channels. In training mode it matches your `batch_norm`; after
-# `.eval()` the same input gives a different output; and it refuses to train on a single value
-# per channel.
+# treats the $T$ positions as channels. In training mode it matches your `batch_norm`, and its buffers
+# `running_mean` and `running_var` move exactly as your `batch_norm_train` moves them; after `.eval()`
+# the same input gives a different output, your `batch_norm_eval`'s; and it refuses to train on a single
+# value per channel.
 
 # %%
 bn_torch = torch.nn.BatchNorm1d(8, dtype=torch.float64)     # training mode by default
 with torch.no_grad():
     y_train = bn_torch(x_t.transpose(1, 2)).transpose(1, 2).numpy()
     print(f"max |batch_norm - nn.BatchNorm1d (train)| = {np.abs(bn_plain(x_np) - y_train).max():.1e}")
+    _, mine_mean, mine_var = batch_norm_train(x_np, np.ones(8), np.zeros(8), np.zeros(8), np.ones(8))
+    buffers_gap = max(np.abs(mine_mean - bn_torch.running_mean.numpy()).max(),
+                      np.abs(mine_var - bn_torch.running_var.numpy()).max())
+    print(f"running_mean, running_var after that step: max difference from your batch_norm_train {buffers_gap:.1e}")
     try:
         bn_torch(x_t)
     except RuntimeError as error:
         print("given (B, T, d) directly:", str(error).splitlines()[0])
     bn_torch.eval()
     y_eval = bn_torch(x_t.transpose(1, 2)).transpose(1, 2).numpy()
-    print(f"same input after .eval(): max difference from training mode {np.abs(y_eval - y_train).max():.3f}")
+    print(f"same input after .eval(): max difference from training mode {np.abs(y_eval - y_train).max():.3f}, "
+          f"from your batch_norm_eval "
+          f"{np.abs(y_eval - batch_norm_eval(x_np, np.ones(8), np.zeros(8), mine_mean, mine_var)).max():.1e}")
     bn_torch.train()
     try:
         bn_torch(torch.ones(1, 8, dtype=torch.float64))
@@ -824,8 +999,10 @@ progress()
 # - Statistics over positions leak the future. Under teacher forcing the model exploits the leak,
 #   the loss looks too good, and generation fails. Test causality by changing tokens after $t$ and
 #   checking that outputs at positions $\le t$ are *exactly* unchanged.
-# - BatchNorm computes different functions in training and inference (running averages), and its
-#   outputs depend on padding and on batch size; a batch of one token comes out as $\boldsymbol\beta$.
+# - BatchNorm computes different functions in training and inference: training normalises with the
+#   batch's statistics and moves the running averages towards them (PyTorch: weight $m=0.1$ on the new
+#   batch, unbiased variance stored); evaluation uses the running averages alone. Its outputs also
+#   depend on padding and on batch size; a batch of one token comes out as $\boldsymbol\beta$.
 # - LayerNorm: mean and **biased** variance over the last axis (`keepdims=True`), $\epsilon$ **inside**
 #   the square root, $2d$ parameters, identical at training and inference.
 # - `torch.var` divides by $n-1$ by default; `np.var` by $n$. `nn.BatchNorm1d` wants channels on axis 1.

@@ -21,15 +21,16 @@
 #
 # By the end of this notebook you will be able to
 #
-# 1. write centring as a matrix, the projection $\mathbf P=\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$, and check that it is one,
+# 1. write centring as a matrix, the projection $\mathbf P=\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$, and build the
+#    projection that removes any set of directions, orthogonal or not, independent or not,
 # 2. derive the squared length of $\hat{\mathbf x}$, and say what $\epsilon$ does to tokens with a small spread,
 # 3. draw the whole picture in $d=3$: a plane, then a circle,
-# 4. state which scales and shifts LayerNorm and RMSNorm ignore, and how exactly,
+# 4. find by experiment, then prove, which scales and shifts LayerNorm and RMSNorm ignore, and how exactly,
 # 5. measure an invariance with a function of your own, and
-# 6. explain why the weights in front of a norm grow under plain gradient descent.
+# 6. (optional section) explain why the weights in front of a norm grow under plain gradient descent.
 #
-# The notebook takes about 60 to 75 minutes: two graded exercises, one derivation and three
-# predictions, each checked by a cell.
+# The notebook takes about 75 to 90 minutes (section 7, optional, about 15 more): two graded exercises,
+# one derivation, three predictions, each checked by a cell, and a four-question experiment with a widget.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
@@ -41,7 +42,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from grader.checks.geometry import check_centering_matrix, check_invariance_gap, check_norm_squared
+from grader.checks.geometry import check_complement_projection, check_invariance_gap, check_norm_squared
 from grader.compare import check_signature
 from grader.learner import hint, progress
 from grader.predict import choose, compare
@@ -103,57 +104,92 @@ for eps in (0.0, 1e-5):
 #   $d-1$ directions inside $H$.
 #
 # A symmetric, idempotent matrix is an orthogonal projection, and it is fixed by the directions
-# it removes: these four properties determine $\mathbf P$ completely. That is how the check
-# below tests your matrix, without ever building the answer itself.
+# it removes. So these properties determine $\mathbf P$ completely, and the same holds for any
+# set of directions, not only $\mathbf 1$.
 #
-# ### Exercise 1 · The centring matrix
+# **Where does the $\frac1d$ come from?** Removing one direction $\mathbf v$ means subtracting the
+# component along it, $\frac{\mathbf v^\top\mathbf x}{\mathbf v^\top\mathbf v}\,\mathbf v$: the matrix
+# $\mathbf I-\mathbf v\mathbf v^\top/(\mathbf v^\top\mathbf v)$. For $\mathbf v=\mathbf 1$, $\mathbf v^\top\mathbf v=d$.
+# Norms in practice remove more than one direction: GroupNorm centres each group of features
+# separately (one indicator direction per group), and [notebook 03](03_backward.ipynb) meets the
+# projection that removes both $\mathbf 1$ and $\hat{\mathbf x}$. With several directions the
+# one-at-a-time recipe needs care, and that is the exercise.
 #
-# Write `centering_matrix(d)` returning the `(d, d)` float64 matrix $\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$,
-# for every integer $d\ge1$: the graded tests use sizes from $d=1$ (where $\mathbf P$ is the $1\times1$ zero
-# matrix) to $d=256$.
+# ### Exercise 1 · A projection that removes any set of directions
+#
+# Write `complement_projection(V)`: given a matrix `V` of shape `(d, k)` whose **columns** are $k$
+# directions in $\mathbb R^d$, return the `(d, d)` float64 matrix $\mathbf P$ of the orthogonal projection
+# onto everything perpendicular to those columns. So $\mathbf P$ is symmetric, $\mathbf P^2=\mathbf P$,
+# $\mathbf P\mathbf v_j=\mathbf 0$ for every column, and $\mathbf P\mathbf w=\mathbf w$ for every $\mathbf w$
+# perpendicular to all of them. What the graded tests use, and what your function must handle:
+#
+# - the columns are in general **not of unit length** and **not orthogonal** to each other;
+# - they may be **linearly dependent** (a column that is a combination of the others adds no direction:
+#   $k$ columns may span only $r<k$ directions, and then $\mathbf P$ keeps $d-r$ dimensions);
+# - sizes from $d=1$, $k=1$ to $d=256$, and $k=d$ (then nothing is left: $\mathbf P=\mathbf 0$).
+#
+# With `V = np.ones((d, 1))` your function returns the centring matrix. Think before you code: what
+# goes wrong if you remove the columns one at a time, each with its own $\mathbf v\mathbf v^\top/(\mathbf v^\top\mathbf v)$,
+# when two columns are at an acute angle? Draw it for two vectors in the plane.
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
 # `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
-# that exercise. The `norm` handed to `invariance_gap` is yours to call, and comparing with the library in
-# other cells is fine.
+# that exercise. numpy's linear algebra (`np.linalg`) is yours to use. The `norm` handed to
+# `invariance_gap` (Exercise 2) is yours to call, and comparing with the library in other cells is fine.
 #
-# *Hint:* `np.eye(d)` and `np.ones((d, d))`. Careful: for two 1-D arrays, `np.ones(d) @ np.ones(d)`
-# is their inner product, the number $d$; the outer product $\mathbf 1\mathbf 1^\top$ is
-# `np.outer(np.ones(d), np.ones(d))`.
-#
-# **Stuck?** Run `hint("centering_matrix")` in a new cell: each call gives one more step
+# **Stuck?** Run `hint("complement_projection")` in a new cell: each call gives one more step
 # (the idea, what your last failed check points at, the shape of the code). `progress()`
 # shows where you stand.
 
-# %% nbgrader={"grade": false, "grade_id": "centering_matrix", "locked": false, "schema_version": 3, "solution": true, "task": false}
-def centering_matrix(d):
-    """The centring projection P = I - (1/d) 1 1^T, so that P @ x = x - mean(x).
+# %% nbgrader={"grade": false, "grade_id": "complement_projection", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def complement_projection(V):
+    """The orthogonal projection onto the directions perpendicular to every column of V.
 
-    d: int >= 1. Returns P: (d, d) float64.
+    V: (d, k), columns of any length, not necessarily orthogonal or independent.
+    Returns P: (d, d) float64, symmetric, P @ P = P, P @ V = 0, trace d - (number of independent columns).
     """
     ### BEGIN SOLUTION
-    return np.eye(d) - np.full((d, d), 1.0 / d)
+    d = V.shape[0]
+    tol = 1e-10 * (1.0 + np.abs(V).max())  # relative to the size of V's entries
+    basis = []  # orthonormal vectors spanning the columns seen so far (Gram-Schmidt)
+    for v in V.T:
+        w = 1.0 * v  # a float64 copy of the column
+        for q in basis:
+            w = w - (q @ w) * q
+        length = np.linalg.norm(w)
+        if length > tol:  # a dependent column leaves (almost) nothing: skip it
+            basis.append(w / length)
+    P = np.eye(d)
+    for q in basis:
+        P -= np.outer(q, q)
+    return P
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": false, "grade_id": "signature_centering_matrix", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade": false, "grade_id": "signature_complement_projection", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # Locked: tells you if the signature above no longer matches what the tests call.
-check_signature(centering_matrix, "centering_matrix", "(d)")
+check_signature(complement_projection, "complement_projection", "(V)")
 
-# %% nbgrader={"grade": true, "grade_id": "test_centering_matrix", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
-"""Checks that centering_matrix(4) is symmetric, idempotent, kills 1, has rank 3 and centres (2, 4, 6, 8)."""
-check_centering_matrix(centering_matrix)
+# %% nbgrader={"grade": true, "grade_id": "test_complement_projection", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""Checks complement_projection on the all-ones column, orthogonal, non-orthogonal and dependent columns."""
+check_complement_projection(complement_projection)
 ### BEGIN HIDDEN TESTS
-for d_hidden in (1, 2, 3, 6, 17, 256):
-    check_centering_matrix(centering_matrix, d=d_hidden, seed=d_hidden)
+check_complement_projection(complement_projection, cases=(
+    (1, (0,), 1, 7, False),  # d = 1: P is the 1 x 1 zero matrix
+    (5, (0, 1, 2, 3, 4), 5, 1, True),  # k = d independent columns: P = 0
+    (64, (0, 3, 7, 9), 4, 2, True),
+    (17, (1, 2, 5), 6, 3, True),  # six columns spanning three directions
+    (256, (0,), 1, 4, False),  # the centring matrix at d = 256
+    (8, (0, 1, 2), 3, 5, True),
+))
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# Now look at the four properties with your own matrix, for $d=4$.
+# Now look at the centring matrix with your own function, for $d=4$: $\mathbf P=\mathbf I-\frac14\mathbf 1\mathbf 1^\top$.
 
 # %%
-P = centering_matrix(4)
+P = complement_projection(np.ones((4, 1)))
 print(P)
 print("max |P - P^T|   =", np.max(np.abs(P - P.T)))
 print("max |P @ P - P| =", np.max(np.abs(P @ P - P)))
@@ -161,6 +197,19 @@ print("rank            =", np.linalg.matrix_rank(P))
 print("eigenvalues     =", np.round(np.linalg.eigvalsh(P), 12) + 0.0)
 print("P @ 1           =", P @ np.ones(4))
 print("P @ (2, 4, 6, 8) =", P @ x_example, "  (the deviations from mu = 5)")
+print("same matrix from V = 3 * 1, and from V = [1, 2 * 1]:",
+      np.allclose(complement_projection(3 * np.ones((4, 1))), P),
+      np.allclose(complement_projection(np.column_stack([np.ones(4), 2 * np.ones(4)])), P))
+
+# %% [markdown]
+# The projection depends only on the span of the columns, not on their lengths or on how many
+# times a direction is repeated. Remove $\mathbf 1$ and $\hat{\mathbf x}$ together (they are perpendicular,
+# since $\sum_j\hat x_j=0$) and two dimensions go: this is the rank-$(d-2)$ projection at the heart of
+# LayerNorm's backward pass in [notebook 03](03_backward.ipynb).
+
+# %%
+P2 = complement_projection(np.column_stack([np.ones(4), ln(x_example)]))
+print("rank of the projection removing 1 and x_hat:", np.linalg.matrix_rank(P2), " (d - 2 = 2)")
 
 # %% [markdown]
 # The other half, $\mathbf I-\mathbf P=\frac1d\mathbf 1\mathbf 1^\top$, projects onto the line
@@ -170,7 +219,7 @@ print("P @ (2, 4, 6, 8) =", P @ x_example, "  (the deviations from mu = 5)")
 # $$\lVert\mathbf x\rVert^2=\lVert\mathbf x-\mu\mathbf 1\rVert^2+\lVert\mu\mathbf 1\rVert^2=d\,\sigma^2+d\,\mu^2,
 #   \qquad\text{so}\qquad \operatorname{mean}(\mathbf x^2)=\sigma^2+\mu^2 .$$
 #
-# Keep that identity in mind: it is exactly the difference between RMSNorm and LayerNorm (section 5).
+# Keep that identity in mind: it is exactly the difference between RMSNorm and LayerNorm (section 6).
 
 # %%
 x = x_example
@@ -317,9 +366,68 @@ print(f"radii of LN(x): from {radii.min():.6f} to {radii.max():.6f}   (sqrt(3) =
 # rank $d-2$.
 
 # %% [markdown]
-# ## 5. Invariances, and what RMSNorm keeps of them
+# ## 5. An experiment: drag the bars
 #
-# Scale a token by $a$ and shift it by $c$. Its mean becomes $a\mu+c$ and its spread $|a|\sigma$, so
+# Before the algebra, find out for yourself what LayerNorm ignores. The widget shows a 6-dimensional
+# token $\mathbf x$ as six bars (drag the vertical sliders $x_1,\dots,x_6$). The left panel is the input
+# $\mathbf z=a\mathbf x+c\mathbf 1$, the middle one the centred $\mathbf z-\mu\mathbf 1$, the right one
+# $\operatorname{LN}(\mathbf z)$ with the $\epsilon$ of the slider. The readout gives $\mu$, $\sigma$,
+# $\sum_i\hat x_i$, $\lVert\hat{\mathbf x}\rVert^2$ and the formula $d\sigma^2/(\sigma^2+\epsilon)$ of section 3.
+#
+# **Move the sliders** and answer each question in a sentence before you open its answer.
+#
+# 1. **The shift.** Move $c$ over its whole range. Which panels change, and which numbers in the readout?
+# 2. **The scale.** Move $a$ from 1 up to 4, then down through 0 to $-4$. What does the LayerNorm panel
+#    do for $a>0$, at $a=0$, and for $a<0$?
+# 3. **RMSNorm.** Tick *show RMSNorm* and repeat questions 1 and 2 for its panel. Which of the two
+#    moves does RMSNorm ignore?
+# 4. **The noise floor.** Press *Reset*, then raise $\epsilon$ until $\lVert\hat{\mathbf x}\rVert^2$ reads about
+#    $3=d/2$. How does that $\epsilon$ compare with $\sigma^2$ in the readout? What happens to the LayerNorm
+#    bars as $\epsilon$ grows far beyond $\sigma^2$?
+
+# %%
+# Not graded: move the sliders x1..x6, a, c and eps, and tick "show RMSNorm".
+geometry_widget = BarDragWidget()
+geometry_widget.widget
+
+# %% [markdown]
+# <details><summary>Answer 1: the shift</summary>
+#
+# Only the input panel moves, and only $\mu$ in the readout. The centred panel, the LayerNorm panel,
+# $\sigma$ and $\lVert\hat{\mathbf x}\rVert^2$ do not change at all: adding $c$ to every entry adds $c$ to the mean,
+# and centring subtracts it again.
+# </details>
+#
+# <details><summary>Answer 2: the scale</summary>
+#
+# For every $a>0$ the LayerNorm panel stays put (the change is far below a pixel). At $a=0$ the token is
+# constant and LayerNorm returns $\mathbf 0$. For $a<0$ every bar flips sign: $\operatorname{LN}(\mathbf z)=-\operatorname{LN}(\mathbf x)$,
+# the antipodal point of the sphere, with the same $\lVert\hat{\mathbf x}\rVert^2$. LayerNorm ignores the size of $a$,
+# not its sign.
+# </details>
+#
+# <details><summary>Answer 3: RMSNorm</summary>
+#
+# RMSNorm ignores $a>0$ (and flips with $a<0$) like LayerNorm, but its bars move with $c$: it does not centre,
+# so a shift changes the direction of the token it normalises.
+# </details>
+#
+# <details><summary>Answer 4: the noise floor</summary>
+#
+# $\lVert\hat{\mathbf x}\rVert^2=d/2$ when $\epsilon\approx\sigma^2$, as $d\sigma^2/(\sigma^2+\epsilon)$ says. Far beyond it,
+# the bars shrink towards zero like $\sigma/\sqrt\epsilon$: the token is no longer normalised, only divided by
+# $\sqrt\epsilon$. That is the noise floor of section 3, reached here by raising $\epsilon$ instead of
+# shrinking $\sigma$. Only the ratio $\epsilon/\sigma^2$ matters: with $\epsilon$ raised, a small $a$ (which shrinks
+# $\sigma$ to $|a|\sigma$) pushes the bars in the same way.
+# </details>
+#
+# The next section proves all four answers in three lines of algebra and measures them.
+
+# %% [markdown]
+# ## 6. Invariances, and what RMSNorm keeps of them
+#
+# Here is why the widget behaves as it does. Scale a token by $a$ and shift it by $c$. Its mean becomes
+# $a\mu+c$ and its spread $|a|\sigma$, so
 #
 # $$\operatorname{LN}_\epsilon(a\mathbf x+c\mathbf 1)=\frac{a(\mathbf x-\mu\mathbf 1)}{\sqrt{a^2\sigma^2+\epsilon}}
 #   =\operatorname{sign}(a)\,\frac{\mathbf x-\mu\mathbf 1}{\sqrt{\sigma^2+\epsilon/a^2}}
@@ -384,7 +492,7 @@ check_invariance_gap(invariance_gap, "layer_norm", a=-2.0, c=0.5, shape=(2, 4, 8
 check_invariance_gap(invariance_gap, "layer_norm", a=1e-3, c=0.0, shape=(5, 16), seed=2)  # eps/a^2 is large
 check_invariance_gap(invariance_gap, "rms_norm", a=0.25, c=-3.0, shape=(7,), seed=3, offset=10.0)
 check_invariance_gap(invariance_gap, "layer_norm", a=10.0, c=100.0, shape=(4, 32), seed=4, eps=1.0)
-check_invariance_gap(invariance_gap, "rms_norm", a=50.0, c=0.0, shape=(2, 3, 64), seed=5)
+check_invariance_gap(invariance_gap, "rms_norm", a=50.0, c=0.0, shape=(3, 2, 64), seed=5)
 check_invariance_gap(invariance_gap, "identity", a=-1.0, c=2.0, shape=(1, 5), seed=6)
 ### END HIDDEN TESTS
 
@@ -486,25 +594,8 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# ## 6. Drag the bars
-#
-# The widget shows a 6-dimensional token as six bars. Drag them, or change the scale $a$ and the
-# shift $c$: the left panel shows $\mathbf z=a\mathbf x+c\mathbf 1$, the middle one the centred
-# $\mathbf z-\mu\mathbf 1$ (it always sums to zero), the right one $\operatorname{LN}(\mathbf z)$.
-# The readout gives $\mu$, $\sigma$, $\sum_i\hat x_i$ and $\lVert\hat{\mathbf x}\rVert^2$. Things to try:
-#
-# - move $a$ and $c$: the LayerNorm panel does not move;
-# - tick *show RMSNorm*: its panel ignores $a$ but slides with $c$;
-# - drag all bars to nearly the same height: $\sigma\to0$ and $\lVert\hat{\mathbf x}\rVert^2$ drops below $d=6$ ($\epsilon$ at work).
-
-# %%
-# Not graded: drag the bars and the sliders a and c, and tick "show RMSNorm".
-geometry_widget = BarDragWidget()
-geometry_widget.widget
-
-# %% [markdown]
-# Where widgets cannot render (a static notebook viewer, a PDF), the same story as a still
-# figure: the top row is $\mathbf x$, the bottom row $3\mathbf x+4\cdot\mathbf 1$.
+# The widget's story as a still figure, for where widgets cannot render (a static notebook viewer,
+# a PDF): the top row is $\mathbf x$, the bottom row $3\mathbf x+4\cdot\mathbf 1$.
 
 # %%
 fallback_figure = static_geometry_figure(a=3.0, c=4.0)
@@ -512,7 +603,12 @@ if not QUICK:  # drawing is the slow part: while grading, the figure is only bui
     display(fallback_figure)
 
 # %% [markdown]
-# ## 7. Scale invariance and the growth of weights
+# ## 7. Optional: scale invariance and the growth of weights
+#
+# > **Optional section.** It applies the scale invariance to training (a gradient, a small regression
+# > and four training runs) and is denser than the rest. No exercise and nothing later in the course
+# > depends on it: skip to [section 8, In PyTorch](#8.-In-PyTorch) if you are short of time, and come back
+# > to it after [notebook 03](03_backward.ipynb), whose backward formula it uses.
 #
 # Put a linear map in front of the norm: $\operatorname{LN}(\mathbf x\mathbf W)$. Multiplying
 # $\mathbf W$ by any $a>0$ multiplies $\mathbf x\mathbf W$ by $a$, which LayerNorm ignores. So the
@@ -644,6 +740,8 @@ plt.show()
 #   $\mathbf W$). It pulls the norm back to a level where the growth from the gradient and the pull
 #   from the decay balance, and so holds the effective learning rate up instead of letting it
 #   decay (van Laarhoven, 2017).
+#
+# *End of the optional section.*
 
 # %% [markdown]
 # ## 8. In PyTorch
@@ -751,7 +849,9 @@ progress()
 # ## What to remember
 #
 # - Centring is the orthogonal projection $\mathbf P=\mathbf I-\frac1d\mathbf 1\mathbf 1^\top$: symmetric,
-#   idempotent, $\mathbf P\mathbf 1=\mathbf 0$, rank $d-1$.
+#   idempotent, $\mathbf P\mathbf 1=\mathbf 0$, rank $d-1$; the $\frac1d$ is $1/(\mathbf 1^\top\mathbf 1)$. Removing several
+#   directions at once needs an orthonormal basis of their span (not one $\mathbf v\mathbf v^\top/\mathbf v^\top\mathbf v$ per column),
+#   and the projection depends on that span only.
 # - $\hat{\mathbf x}$ lies in the hyperplane $\sum_j\hat x_j=0$ on the sphere $\lVert\hat{\mathbf x}\rVert^2=d\sigma^2/(\sigma^2+\epsilon)\approx d$;
 #   $d-2$ numbers per token survive.
 # - $\operatorname{LN}(a\mathbf x+c\mathbf 1)=\operatorname{LN}(\mathbf x)$ for $a>0$ (up to $\epsilon$: scaling by $a$ is

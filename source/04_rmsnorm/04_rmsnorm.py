@@ -21,15 +21,16 @@
 # By the end of this notebook you will be able to
 #
 # 1. implement RMSNorm for any shape `(..., d)`, in float32 as well as float64;
-# 2. describe its geometry: the sphere of LayerNorm without the hyperplane, scale invariance kept and
-#    shift invariance lost;
+# 2. recall its geometry from [notebook 02](02_geometry.ipynb): the sphere without the hyperplane, scale
+#    invariance kept and shift invariance lost;
 # 3. derive its backward pass yourself ($\partial r/\partial x_j$, one Jacobian entry, $\mathbf J^\top\mathbf g$), each
 #    step checked against finite differences, and implement it;
 # 4. check both against PyTorch (`nn.RMSNorm`, `F.rms_norm`, autograd);
-# 5. explain, with a measurement, why real code computes the statistics in float32 even in a bfloat16 model;
+# 5. explain, with a measurement, why real code computes the statistics in float32 even in a bfloat16 model,
+#    and write such a bfloat16 RMSNorm yourself, graded against the rounding floor of bfloat16;
 # 6. estimate what the common variants of the formula (Gemma's gain, two values of $\epsilon$, $\epsilon$ in
 #    the wrong place) change in the output;
-# 7. time LayerNorm against RMSNorm on your machine and read the result honestly.
+# 7. (optional) time LayerNorm against RMSNorm on your machine and read the result honestly.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
@@ -46,7 +47,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from grader.checks.rmsnorm import check_rms_norm, check_rms_norm_backward
+from grader.checks.rmsnorm import check_rms_norm, check_rms_norm_backward, check_rms_norm_bf16
 from grader.compare import check_signature
 from grader.derive import check_jacobian_entry, check_scale_gradient, check_vjp_expression
 from grader.learner import hint, progress
@@ -152,23 +153,16 @@ check_rms_norm(rms_norm, shape=(6, 32), tiny_rows=True, seed=23, dtype=np.float3
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 2. The geometry: the sphere without the hyperplane
+# ## 2. The geometry, recalled
 #
-# LayerNorm first projects $\mathbf x$ onto the hyperplane $\sum_j x_j=0$, removing its
-# component along $\mathbf 1=(1,\dots,1)$, and then scales onto the sphere of radius $\sqrt d$
-# inside that hyperplane ([notebook 02](02_geometry.ipynb)). RMSNorm skips the projection. Its outputs satisfy
-#
-# $$\lVert\hat{\mathbf x}\rVert^2=\frac{\sum_j x_j^2}{\frac1d\sum_j x_j^2+\epsilon}=d\,\frac{m}{m+\epsilon}\approx d,
-#   \qquad m=\tfrac1d\textstyle\sum_j x_j^2,$$
-#
-# so they lie on the whole sphere of radius $\sqrt d$, not on a slice of it. Two consequences,
-# for every $a>0$ and every constant $c$ (with $\epsilon=0$):
-#
-# - **scale invariance is kept:** $\operatorname{RMSNorm}(a\mathbf x)=\operatorname{RMSNorm}(\mathbf x)$;
-# - **shift invariance is lost:** $\operatorname{RMSNorm}(\mathbf x+c\mathbf 1)\ne\operatorname{RMSNorm}(\mathbf x)$.
-#   The direction $\mathbf 1$ survives the normalisation like any other direction.
-#
-# The next cell measures both, for your `rms_norm` and for PyTorch's LayerNorm.
+# [Notebook 02](02_geometry.ipynb) took LayerNorm apart into a projection onto the hyperplane $\sum_j x_j=0$
+# followed by a scaling onto the sphere of radius $\sqrt d$, and measured its invariances with the bar widget
+# (its "show RMSNorm" box adds this notebook's norm to the picture). RMSNorm keeps only the second step:
+# $\lVert\hat{\mathbf x}\rVert^2=d\,m/(m+\epsilon)\approx d$ with $m=\frac1d\sum_j x_j^2$, so its outputs lie on the
+# whole sphere, not on a slice of it. Hence, for every $a>0$ and every constant $c$ (with $\epsilon=0$),
+# $\operatorname{RMSNorm}(a\mathbf x)=\operatorname{RMSNorm}(\mathbf x)$, but
+# $\operatorname{RMSNorm}(\mathbf x+c\mathbf 1)\ne\operatorname{RMSNorm}(\mathbf x)$: the direction $\mathbf 1$ survives
+# like any other. The next cell confirms both with your `rms_norm`, next to PyTorch's LayerNorm.
 
 # %%
 def layer_norm_torch(x, eps=1e-5):
@@ -179,12 +173,11 @@ def layer_norm_torch(x, eps=1e-5):
 rng = np.random.default_rng(0)
 d_demo = 64
 x_demo = rng.standard_normal((3, d_demo)) + np.array([[0.0], [2.0], [-5.0]])  # three tokens, three means
+x_token = x_demo[0]
 ones = np.ones(d_demo)
 
 y_demo = rms_norm(x_demo, ones)
 print("|RMSNorm(x)|^2 / d per token:", np.sum(y_demo**2, axis=-1) / d_demo)
-print("mean of RMSNorm(x) per token: ", y_demo.mean(axis=-1), "  (LayerNorm's:", layer_norm_torch(x_demo).mean(axis=-1), ")")
-print()
 print("largest change of the output, with eps = 0:")
 for name, norm in [("LayerNorm", lambda x: layer_norm_torch(x, eps=0.0)), ("RMSNorm  ", lambda x: rms_norm(x, ones, eps=0.0))]:
     scaled = np.max(np.abs(norm(3.0 * x_demo) - norm(x_demo)))
@@ -192,41 +185,9 @@ for name, norm in [("LayerNorm", lambda x: layer_norm_torch(x, eps=0.0)), ("RMSN
     print(f"  {name}  x -> 3x: {scaled:.1e}    x -> x + 1: {shifted:.1e}")
 
 # %% [markdown]
-# The same story with bars: a six-dimensional vector, scaled by 3 and shifted by 4 (the picture
-# of [notebook 02](02_geometry.ipynb), with an RMSNorm column added). LayerNorm's panels do not move; RMSNorm's do,
-# but only because of the shift.
-
-# %%
-from normlab.geometry import bar_drag_widget, static_geometry_figure
-
-static_geometry_figure(a=3.0, c=4.0, rms=True)
-
-# %% [markdown]
-# Where widgets work (JupyterLab, Colab), drag the bars, the scale $a$ and the shift $c$ yourself,
-# with the RMSNorm panel switched on.
-
-# %%
-bar_drag_widget(show_rms=True) if not QUICK else None
-
-# %% [markdown]
-# **Where does a large shift take a token?** Add $c\mathbf 1$ with $c$ growing. The component
-# along $\mathbf 1$ takes over the mean square, so $\hat{\mathbf x}\to\operatorname{sign}(c)\,\mathbf 1$:
-# every feature tends to $\pm1$ and the token's own pattern is squeezed into a shrinking remainder.
-# LayerNorm would not notice the shift at all.
-
-# %%
-x_token = x_demo[0]
-print("     c   cos(RMSNorm(x + c1), 1)   spread of the features (std)")
-for c in [0.0, 1.0, 3.0, 10.0, 100.0]:
-    y = rms_norm(x_token + c, ones)
-    cosine = y @ ones / (np.linalg.norm(y) * np.sqrt(d_demo))
-    print(f"{c:6g}   {cosine:+.4f}                    {y.std():.4f}")
-
-# %% [markdown]
-# Does losing the shift invariance matter? In the residual stream, $\mathbf 1$ is one direction
-# among $d$ with no special meaning: nothing in a Transformer makes "the same amount added to
-# every feature" a quantity worth ignoring. Zhang & Sennrich (2019) found that RMSNorm matched
-# LayerNorm's quality in their experiments, which is the empirical version of that argument.
+# A large shift $c\mathbf 1$ takes over the mean square, so $\hat{\mathbf x}\to\operatorname{sign}(c)\,\mathbf 1$. That
+# costs little in practice: nothing in a Transformer makes "the same amount added to every feature" a quantity worth
+# ignoring, and Zhang & Sennrich (2019) found RMSNorm matched LayerNorm's quality in their experiments.
 
 # %% [markdown]
 # ## 3. The backward pass: delete the mean terms
@@ -546,6 +507,68 @@ for key, label in labels.items():
 # be at least as precise as the data.
 
 # %% [markdown]
+# ### Exercise 3 · `rms_norm_bf16`: a bfloat16 RMSNorm with float32 statistics
+#
+# Write the recipe as a bfloat16 model runs it. The inputs are bfloat16 numbers; numpy has no bfloat16, so they
+# arrive as float32 arrays (what `tensor.float().numpy()` gives), and the stub's first line turns them into the
+# bfloat16 tensors a model holds: `x` of shape `(..., d)` and `gamma` of shape `(d,)`. Compute `y`, a **bfloat16
+# tensor** of `x`'s shape; the stub's last line hands it back as a float32 array.
+#
+# - Upcast: the mean square, $r=\sqrt{m+\epsilon}$ and $\mathbf x/r$ are computed in float32 (or wider), never on
+#   bfloat16 tensors; $\epsilon$ inside the square root, one $r$ per token (`dim=-1, keepdim=True`).
+# - Cast back: `y` is bfloat16. Apply the gain either before the cast, in float32 (Gemma's order, one rounding),
+#   or after it, multiplying the bfloat16 $\mathbf x/r$ by the bfloat16 `gamma` (LLaMA's order, two roundings).
+#   Both are accepted.
+#
+# What the checks ask, the rounding floor: every entry of `y` must be what correct rounding to bfloat16 gives,
+# in one of the two orders, starting from the exact (float64) $\gamma_j x_j/r$ of these very bfloat16 inputs;
+# within $1/16$ of a bfloat16 spacing of a rounding tie, either neighbour counts. That allows at most 1.5
+# spacings of error and decides nothing by chance: an implementation with float32 statistics passes on every
+# input, and one whose statistics went through bfloat16 misses on a large share of the entries. The inputs are
+# tokens of $d$ from 64 to 4096 with RMS from $10^{-6}$ to 10 (so $\epsilon$ matters on the smallest), a
+# per-token offset, a gain with negative entries, and $\epsilon$ from $10^{-6}$ to $10^{-4}$. As in the other
+# exercises, `F.rms_norm` and `nn.RMSNorm` earn no credit here.
+#
+# **Stuck?** `hint("rms_norm_bf16")`.
+
+# %% nbgrader={"grade": false, "grade_id": "rms_norm_bf16", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def rms_norm_bf16(x, gamma, eps=1e-6):
+    """RMSNorm of bfloat16 activations with float32 statistics: gamma * x / sqrt(mean(x**2) + eps), in bfloat16.
+
+    x: (..., d), gamma: (d,): float32 arrays holding bfloat16 numbers. Returns (..., d) float32 holding bfloat16 numbers.
+    """
+    x, gamma = torch.from_numpy(x).to(torch.bfloat16), torch.from_numpy(gamma).to(torch.bfloat16)  # a model's tensors
+    ### BEGIN SOLUTION
+    x32 = x.float()  # the upcast
+    r = (x32 * x32).mean(-1).add(eps).sqrt()[..., None]  # one r per token, float32, shape (..., 1)
+    y = (x32 / r).bfloat16() * gamma  # LLaMA's order: round, then the bfloat16 gain
+    ### END SOLUTION
+    return y.float().numpy()  # y: your bfloat16 result, shape (..., d)
+
+
+# %% nbgrader={"grade": false, "grade_id": "signature_rms_norm_bf16", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Locked: tells you if the signature above no longer matches what the tests call.
+check_signature(rms_norm_bf16, "rms_norm_bf16", "(x, gamma, eps=1e-06)")
+
+# %% nbgrader={"grade": true, "grade_id": "test_rms_norm_bf16", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+"""Checks every entry of rms_norm_bf16 against bfloat16 rounding of a float64 RMSNorm: (6, 1024), (5, 2, 48), (512,)."""
+check_rms_norm_bf16(rms_norm_bf16)
+### BEGIN HIDDEN TESTS
+check_rms_norm_bf16(rms_norm_bf16, shape=(4, 4096), seed=41)               # a LLaMA-sized d
+check_rms_norm_bf16(rms_norm_bf16, shape=(3, 2, 128), eps=1e-5, seed=42)   # 3-D, another eps
+check_rms_norm_bf16(rms_norm_bf16, shape=(8, 256), eps=1e-4, seed=43)      # an eps that matters on more tokens
+check_rms_norm_bf16(rms_norm_bf16, shape=(16, 64), seed=44)                # many small tokens
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Your function on the table's input: it should land on the rounding floor, next to the upcast recipe.
+
+# %%
+with_yours = bf16_rms_norm_errors(rows=8, d=4096, eps=1e-6, yours=rms_norm_bf16)
+for key, label in {**labels, "yours": "your rms_norm_bf16"}.items():
+    print(f"{label:36s} {with_yours[key]['rel_error']:15.2e} {with_yours[key]['output_rms']:11.4f}")
+
+# %% [markdown]
 # ## 6. Know your parameterisation
 #
 # Three variants of "RMSNorm" are common, and porting weights between them without noticing gives
@@ -626,7 +649,10 @@ compare(guess_eps_outside_change, measured_outside, name="relative change with e
 # padding, a dead feature group), the variants are different functions.
 
 # %% [markdown]
-# ## 7. Speed, honestly
+# ## 7. Speed, honestly (optional)
+#
+# > **Optional.** Nothing graded depends on this section; skip to section 8 if you are short of
+# > time. It is about measuring, not about RMSNorm's formula.
 #
 # Zhang & Sennrich (2019) measured RMSNorm cutting running time by 7 % to 64 % compared with
 # LayerNorm, depending on the model. Those were whole models, timed in the frameworks of the day. Why
@@ -642,8 +668,9 @@ compare(guess_eps_outside_change, measured_outside, name="relative change with e
 # The cell below times, on this machine and on one float32 array of shape `(tokens, d)`:
 #
 # - a copy (numpy and torch), the yardstick;
-# - numpy LayerNorm and RMSNorm, written as whole-array operations (six passes against three);
-# - torch's `F.layer_norm`, one fused kernel; the same two norms as unfused torch chains; `F.rms_norm`;
+# - your `rms_norm` from Exercise 1, whole-array numpy operations;
+# - torch's `F.layer_norm`, one fused kernel; LayerNorm and RMSNorm as unfused torch chains (eight operations
+#   against five); `F.rms_norm`;
 # - if you set `TIME_COMPILE = True`, `torch.compile` of the two chains, which fuses each into one
 #   loop. It is off by default: its first call compiles, which takes tens of seconds.
 
@@ -652,27 +679,30 @@ from normlab.speed import format_speed_table, speed_ratios, speed_table
 
 TIME_COMPILE = False  # True adds the torch.compile rows (tens of seconds of compilation first)
 if QUICK:  # a tiny array and two calls per row: this only proves that the cell runs
-    speed_rows = speed_table(shape=(64, 1024), compile=False, budget_s=0.0, min_repeats=1)
+    speed_rows = speed_table(shape=(64, 1024), compile=False, budget_s=0.0, min_repeats=1, rms_norm=rms_norm)
 else:  # larger than the caches, so the copy measures main memory
-    speed_rows = speed_table(shape=(2048, 4096), compile=TIME_COMPILE)
+    speed_rows = speed_table(shape=(2048, 4096), compile=TIME_COMPILE, rms_norm=rms_norm)
 print(format_speed_table(speed_rows))
 
 ratios = speed_ratios(speed_rows)
 print()
-if ratios["numpy_ln_over_rms"]:
-    print(f"numpy: LayerNorm took {ratios['numpy_ln_over_rms']:.2f} times as long as RMSNorm")
+if ratios["unfused_ln_over_rms"]:
+    print(f"unfused chains: LayerNorm took {ratios['unfused_ln_over_rms']:.2f} times as long as RMSNorm")
 if ratios["torch_unfused_rms_over_fused_ln"]:
     print(f"torch: the unfused RMSNorm chain took {ratios['torch_unfused_rms_over_fused_ln']:.2f} times as long "
           "as the fused F.layer_norm")
 if ratios["fused_ln_fraction_of_copy"]:
     print(f"the fused F.layer_norm reached {100 * ratios['fused_ln_fraction_of_copy']:.0f} % of the copy's bandwidth")
+if ratios["yours_fraction_of_copy"]:
+    print(f"your numpy rms_norm reached {100 * ratios['yours_fraction_of_copy']:.0f} % of the copy's bandwidth")
 
 # %% [markdown]
 # How to read the table (your numbers depend on your processor, its caches, its load and the torch
 # build; read them, not the ones you expect):
 #
-# - **numpy, like with like.** Both norms are chains of whole-array operations, and RMSNorm's chain
-#   is shorter: it should win, in roughly the proportion of passes. Our hypothesis is that
+# - **Unfused, like with like.** Both torch chains are whole-array operations, and RMSNorm's chain
+#   is shorter: it should win, in roughly the proportion of passes (your numpy `rms_norm` is such a chain too;
+#   its fraction of the copy says how many passes it makes). Our hypothesis is that
 #   Zhang & Sennrich's 7–64 % comes mostly from this situation, norms run as unfused operations; it
 #   fits the numbers here, but their paper does not test it.
 # - **torch, fused against unfused.** `F.layer_norm` reads $\mathbf x$ once and writes $\mathbf y$ once.

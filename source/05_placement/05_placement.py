@@ -27,10 +27,11 @@
 # 3. reproduce the gradient-scale argument of Xiong et al. (2020) and say which layers of a
 #    post-LN model get the large gradients, and why,
 # 4. explain what pre-LN gives up, and why it needs a final norm,
-# 5. name the placements of real models, the parallel block and QK-norm, and
+# 5. name the placements of real models and the parallel block, write QK-norm attention logits and
+#    derive the bound QK-norm puts on them, and
 # 6. check your function against PyTorch's own `TransformerEncoderLayer`.
 #
-# It takes about 60 minutes. It builds on LayerNorm's backward pass
+# It takes about 75 minutes. It builds on LayerNorm's backward pass
 # ([notebook 03](03_backward.ipynb)): the gradient through a norm is divided by the scale of
 # its input.
 #
@@ -38,7 +39,11 @@
 # `guess_...` cell, run it, then run the cell after it, which measures the answer and tells you
 # how close you were. Nothing about a guess is graded.
 #
-# **How the exercise works.** Replace `raise NotImplementedError()` with your code, run the
+# Sections marked *optional* go deeper into a measurement; the rest of the notebook does not
+# depend on them.
+#
+# **How the exercises work.** There are two (7 points): `residual_sublayer` in Section 1 and
+# `qk_norm_logits` in Section 6. Replace `raise NotImplementedError()` with your code, run the
 # cell, then run the checks below it. Until you implement the function, its checks fail with
 # `NotImplementedError`; that is expected. A failing check tells you what it expected, what it
 # got, and the most likely cause.
@@ -48,6 +53,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from grader.checks.placement import (
+    check_qk_norm_logits,
     check_residual_sublayer,
     check_residual_sublayer_rejects,
     describe_composition,
@@ -353,7 +359,9 @@ print(f"mean |write|² / d = {np.mean(np.sum(write_check**2, axis=-1)) / d_check
 # linear loss, and records $\lVert\partial\mathcal L/\partial\mathbf W_2\rVert_F$ for **every**
 # layer's output matrix, averaged over four random initialisations. Pre-LN gets its final norm;
 # post-LN needs none, since its stream is already normalised. It runs in torch (float32, on the
-# CPU); under grading it runs a quick version with smaller, shallower models.
+# CPU); under grading it runs a quick version with smaller, shallower models. Every block is built
+# by your `residual_sublayer`, called on torch tensors so that autograd can follow it: written
+# with `+` and calls of `F` and `norm`, as the exercise asks, it works unchanged.
 #
 # **Predict first.** In the post-LN model of depth 128, which layer's output matrix gets the
 # larger gradient: the first (next to the input) or the last (next to the loss)?
@@ -377,7 +385,7 @@ from normlab.placement import (
     stream_norms,
 )
 
-table = gradient_scale_table(modes=("post", "pre"), quick=QUICK)
+table = gradient_scale_table(residual_sublayer, modes=("post", "pre"), quick=QUICK)
 print(format_gradient_table(table))
 print(f"({table['seconds']:.1f} s)")
 
@@ -429,6 +437,48 @@ for name, here in rows:
 # **Reading the numbers.** Both statements of Xiong et al.'s theorem show up: post-LN's last
 # layer gets a gradient that does not shrink as the model gets deeper, and pre-LN's last layer
 # gets one that shrinks at close to the theorem's rate, $1/\sqrt L$.
+
+# %% [markdown]
+# ### Try it live
+#
+# The widget runs a smaller version of the experiment (width $d$ = 32, 32 tokens) each time you
+# move a control, with your `residual_sublayer` building every block. Choose the depth, the width
+# and the placement; the chosen profile is drawn bold, the other two thin. Each point is the mean
+# of four random initialisations; "New initialisations" draws four fresh models. Below the plot it
+# prints, per placement, the first layer's and the last layer's gradient and their spread. If
+# widgets cannot render here, the static figure above answers the same questions.
+#
+# Three tasks. Move the sliders, write down what you see, then open the expected observation.
+#
+# 1. Placement `post`. Move the depth from 8 to 64. What happens to the last layer's gradient,
+#    to the first layer's, and to the spread?
+# 2. Placement `pre`, same sweep. Which end of the model now gets the larger gradient, and what
+#    happens to the last layer's gradient as the model deepens? Compare its change with
+#    $1/\sqrt 8$, the theorem's rate for an eight-fold deeper model.
+# 3. Depth 64. Switch between `pre`, `output` and `post`. Is the output norm's profile closer to
+#    pre-LN's or to post-LN's, and why?
+#
+# <details><summary>Expected observations</summary>
+#
+# 1. The last layer's gradient stays about the same, or grows a little; the first layer's falls;
+#    the spread grows with the depth. Post-LN's profile: the top gets the large gradients.
+# 2. Now the layers near the input get somewhat more than the last one (each branch the gradient
+#    passes on its way down adds a little), and the last layer's gradient falls as the model
+#    deepens, by a factor a little weaker than $1/\sqrt 8$ (the stream starts at $\mathbf x_0$,
+#    not at zero). The spread stays small.
+# 3. Close to pre-LN's: the last layer's gradient is damped by the final norm and the layers stay
+#    within a small factor of each other. What decides the profile is the identity path, a plain
+#    `+` in both, not whether a norm touches the sublayer.
+# </details>
+
+# %%
+widget = placement_widget(residual_sublayer, depth=4 if QUICK else 24)
+display(widget.widget)
+
+# %% [markdown]
+# ### Optional: where post-LN's imbalance comes from
+#
+# *About 10 minutes; nothing later depends on it. Skip to Section 4 if you are short of time.*
 #
 # The absolute values depend on the set-up, and they should. The gradient
 # $\partial\mathcal L/\partial\mathbf W_2$ is a sum over tokens of outer products of the layer's
@@ -453,7 +503,7 @@ flow_kwargs = dict(d=32, tokens=32, seeds=2) if QUICK else {}
 print(f"depth L = {L_flow}; gradient on the stream at the input of sublayer 1, L/2 and L")
 print(f"{'':8} {'size per token':>26} {'coherence over tokens':>26}")
 for mode in ["post", "pre"]:
-    flow = stream_gradients(L_flow, mode, **flow_kwargs)
+    flow = stream_gradients(residual_sublayer, L_flow, mode, **flow_kwargs)
     picks = [0, L_flow // 2 - 1, L_flow - 1]
     sizes = "  ".join(f"{v:6.2f}" for v in flow["per_token"][picks])
     coherence = "  ".join(f"{v:6.2f}" for v in flow["coherence"][picks])
@@ -478,19 +528,6 @@ for mode in ["post", "pre"]:
 # layers near the input get somewhat more than the last one (compare pre-LN's first-layer and
 # last-layer columns in the table). What pre-LN does guarantee is that the top of the model, where
 # post-LN's large gradients sit, is damped by the final norm, and more so the deeper the model.
-
-# %% [markdown]
-# ### Try it live
-#
-# The widget runs a smaller version of the experiment each time you move a control: choose the
-# depth, the width and the placement, and compare the three profiles (the chosen one is drawn
-# bold). Each point is the mean of four random initialisations; "New initialisations" draws
-# four fresh models. If widgets cannot render here, the static figure above tells the same
-# story.
-
-# %%
-widget = placement_widget(depth=4 if QUICK else 24)
-display(widget.widget)
 
 # %% [markdown]
 # ## 4. Why pre-LN needs a final norm
@@ -536,7 +573,7 @@ for n in [1, 4, 16] if QUICK else [1, 4, 16, 64, 128]:
 # the stream it writes into, $\lVert F(\operatorname{N}(\mathbf x_\ell))\rVert/\lVert\mathbf x_\ell\rVert$.
 
 # %%
-fig = plot_stream_growth(depth=16 if QUICK else 64, d=32 if QUICK else 64)
+fig = plot_stream_growth(residual_sublayer, depth=16 if QUICK else 64, d=32 if QUICK else 64)
 display(fig)
 
 # %% [markdown]
@@ -555,14 +592,19 @@ display(fig)
 # %%
 depth_sun = 16 if QUICK else 64
 kwargs = dict(d=32, tokens=16, seeds=2) if QUICK else {}
-plain_stream, sun_stream = stream_norms(depth_sun, **kwargs), stream_norms(depth_sun, scaling="sun", **kwargs)
-plain_write = relative_write_sizes(depth_sun, **kwargs)
-sun_write = relative_write_sizes(depth_sun, scaling="sun", **kwargs)
+plain_stream = stream_norms(residual_sublayer, depth_sun, **kwargs)
+sun_stream = stream_norms(residual_sublayer, depth_sun, scaling="sun", **kwargs)
+plain_write = relative_write_sizes(residual_sublayer, depth_sun, **kwargs)
+sun_write = relative_write_sizes(residual_sublayer, depth_sun, scaling="sun", **kwargs)
 print(f"{'layer':>5} {'|x| plain':>10} {'|x| 1/sqrt(l)':>14} {'write/|x| plain':>16} {'write/|x| 1/sqrt(l)':>20}")
 for layer in [1, 4, 16, 64]:
     if layer <= depth_sun:
         print(f"{layer:>5} {plain_stream[layer]:>10.1f} {sun_stream[layer]:>14.1f} "
               f"{plain_write[layer - 1]:>16.3f} {sun_write[layer - 1]:>20.3f}")
+
+# %% [markdown]
+# *Optional: the logarithmic law, measured.* The next cell fits $c$ to the unscaled stream and
+# compares the scaled stream with $\sqrt{\lVert\mathbf x_0\rVert^2+c\,d\,H_\ell}$.
 
 # %%
 # c from the unscaled stream (|x_l|² = |x_0|² + l c d), then the harmonic law for the scaled one.
@@ -625,22 +667,100 @@ print(f"growth of |x|² from layer {depth_sun // 4} to {depth_sun}: unscaled "
 # from growing during training until the softmax saturates into one-hot attention. QK-norm
 # normalises each head's query and key vectors before the dot product: Henry et al. (2020) with
 # an L2 normalisation and a learned scale, Dehghani et al. (2023) with a LayerNorm, most recent
-# LLMs with an RMSNorm. After an RMSNorm with gain $g$, each vector has norm $g\sqrt{d_k}$, so by
-# Cauchy–Schwarz every logit satisfies $|\mathbf q\cdot\mathbf k|/\sqrt{d_k}\le g^2\sqrt{d_k}$,
-# **however large $\mathbf W_Q$ and $\mathbf W_K$ become**. Dehghani et al. found it essential to
-# train a 22-billion-parameter vision Transformer; OLMo 2 and Gemma 3, among others, use it.
+# LLMs with an RMSNorm. Dehghani et al. found it essential to train a 22-billion-parameter vision
+# Transformer; OLMo 2 and Gemma 3, among others, use it.
 #
-# The cell multiplies $\mathbf W_Q$ and $\mathbf W_K$ by a growing factor $s$ and reports the
-# largest logit of one head, with and without QK-norm.
+# ### Exercise · `qk_norm_logits`
+#
+# Write `qk_norm_logits(q, k, g_q, g_k, eps=1e-6)` for one attention head: queries `q` of shape
+# `(..., T_q, d_k)`, keys `k` of shape `(..., T_k, d_k)` with the same leading axes, and two gains
+# `g_q`, `g_k` of shape `(d_k,)`. Return the logits, of shape `(..., T_q, T_k)`:
+#
+# $$\text{logits}_{ij}=\frac{\big(\mathbf g_q\odot\operatorname{RMSNorm}(\mathbf q_i)\big)\cdot\big(\mathbf g_k\odot\operatorname{RMSNorm}(\mathbf k_j)\big)}{\sqrt{d_k}},
+#   \qquad \operatorname{RMSNorm}(\mathbf v)=\frac{\mathbf v}{\sqrt{\tfrac1{d_k}\sum_m v_m^2+\epsilon}} ,$$
+#
+# where $\odot$ multiplies feature by feature. What the checks require, all of it graded:
+#
+# * row $i$ belongs to query $i$ and column $j$ to key $j$, and $T_q$ may differ from $T_k$;
+# * each query and each key is normalised on its own, over its $d_k$ features (the last axis),
+#   without centring (an RMSNorm, not a LayerNorm), with $\epsilon$ inside the square root;
+# * each gain multiplies its own side, feature by feature;
+# * any number of leading axes (a batch of heads), so transpose only the last two axes;
+# * a float64 array, within a relative error of $10^{-9}$ of torch's `rms_norm` followed by the
+#   product; `q` and `k` are not modified.
+#
+# The visible checks use shapes $5\times5$, $3\times6$ (queries × keys) and a batch of two
+# $4\times4$ heads, $d_k$ = 8 or 16. The grader adds $1\times1$ with $d_k=2$, $7\times7$ with
+# $d_k=32$, a batch of three $2\times5$ heads, a $2\times3$ batch of $3\times3$ heads and
+# $6\times6$ with $d_k=64$. The checks diagnose by experiment: they make one query three times
+# longer, or shift every vector by a constant, and look at what your logits do.
+#
+# The rule of Section 1 holds here too: compute the RMSNorm yourself (no `rms_norm`, `layer_norm`
+# or `var_mean` from PyTorch, no helper of the course's packages).
+#
+# **Stuck?** `hint("qk_norm_logits")`.
+
+# %% nbgrader={"grade": false, "grade_id": "qk_norm_logits", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def qk_norm_logits(q, k, g_q, g_k, eps=1e-6):
+    """Attention logits of one head with QK-norm (RMSNorm with a gain on queries and on keys).
+
+    q: (..., T_q, d_k), k: (..., T_k, d_k), g_q, g_k: (d_k,).
+    Returns (..., T_q, T_k): entry [..., i, j] is (g_q * RMSNorm(q_i)) . (g_k * RMSNorm(k_j)) / sqrt(d_k).
+    """
+    ### BEGIN SOLUTION
+    d_k = q.shape[-1]
+    q_unit = q / np.sqrt(np.mean(np.square(q), axis=-1, keepdims=True) + eps)
+    k_unit = k / np.sqrt(np.mean(np.square(k), axis=-1, keepdims=True) + eps)
+    scores = np.matmul(q_unit * g_q, np.swapaxes(k_unit * g_k, -2, -1))
+    return scores / np.sqrt(d_k)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": false, "grade_id": "signature_qk_norm_logits", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Locked: tells you if the signature above no longer matches what the tests call.
+check_signature(qk_norm_logits, "qk_norm_logits", "(q, k, g_q, g_k, eps=1e-06)")
+
+# %% nbgrader={"grade": true, "grade_id": "test_qk_norm_logits", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+"""Checks the QK-norm logits against torch's RMSNorm on 5x5, 3x6 and a batch of two 4x4 heads."""
+check_qk_norm_logits(qk_norm_logits)
+### BEGIN HIDDEN TESTS
+check_qk_norm_logits(qk_norm_logits, cases=(((), 1, 1, 2, 1e-6), ((), 7, 7, 32, 1e-6), ((3,), 2, 5, 4, 1e-6),
+                                            ((2, 3), 3, 3, 16, 1e-6), ((), 6, 6, 64, 1e-6)), seed=11)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Predict first.** Take both gains equal to one number $g$. However large $\mathbf W_Q$ and
+# $\mathbf W_K$ grow, no logit can exceed a bound that depends only on $g$ and $d_k$. What is it,
+# for $g=1$ and $d_k=64$? (What is the length of a vector after an RMSNorm? Then use
+# Cauchy–Schwarz.)
 
 # %%
-qk = qk_logit_bound(norm="rms", gain=1.0)
-print(f"{'scale s':>8} {'max |logit|, plain':>20} {'max |logit|, QK-norm':>22}   (bound {qk['bound']:.2f})")
+guess_qk_bound = ...  # your guess: the largest possible |logit| for g = 1, d_k = 64
+
+# %% [markdown]
+# The cell multiplies $\mathbf W_Q$ and $\mathbf W_K$ by a growing factor $s$ and reports the
+# largest logit of one head, without QK-norm and with your `qk_norm_logits`.
+
+# %%
+qk = qk_logit_bound(qk_norm_logits, gain=1.0, d_k=64)
+print(f"{'scale s':>8} {'max |logit|, plain':>20} {'max |logit|, QK-norm':>22}")
 for s, plain, normed in zip(qk["scales"], qk["plain"], qk["qk_norm"]):
     print(f"{s:>8g} {plain:>20.1f} {normed:>22.3f}")
+print(f"the bound g² √d_k = {qk['bound']:.2f}")
+compare(guess_qk_bound, qk["bound"], name="bound on a QK-norm logit, g = 1, d_k = 64", rel=0.05)
 display(plot_qk_logits(qk))
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# $\sqrt{64}=8$, times $g^2$ in general. After an RMSNorm every vector has squared length
+# $d_k$ (up to $\epsilon$), so after the gain its length is $g\sqrt{d_k}$. By Cauchy–Schwarz
+# $|\mathbf q\cdot\mathbf k|\le g\sqrt{d_k}\cdot g\sqrt{d_k}=g^2d_k$, and dividing by
+# $\sqrt{d_k}$ gives $g^2\sqrt{d_k}$. With a different gain per feature the same argument gives
+# $\max_m|g_{q,m}\,g_{k,m}|\sqrt{d_k}$, reached when a query and a key both point along the
+# feature with the largest product.
+# </details>
+#
 # Without QK-norm the largest logit grows like $s^2$, since both $\mathbf q$ and $\mathbf k$ grow
 # like $s$. With it, the logits do not move (up to the tiny effect of $\epsilon$): a norm is scale
 # invariant, so scaling $\mathbf W_Q$ and $\mathbf W_K$ changes nothing after it, and the bound

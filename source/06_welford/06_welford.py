@@ -22,8 +22,8 @@
 # By the end of this notebook you will be able to
 #
 # 1. predict how many digits $\operatorname{mean}(x^2)-\mu^2$ loses at a given offset, in float64
-#    and in float32, and measure it,
-# 2. explain why the *order* of a sum matters too (NumPy sums pairwise),
+#    and in float32, measure it, and compare it with Chan, Golub & LeVeque's worst-case bounds,
+# 2. explain why the *order* of a sum matters too (NumPy sums pairwise; optional section 3),
 # 3. derive Welford's update of the sum of squared deviations and implement **Welford's
 #    algorithm**: one pass, one element at a time, and stable,
 # 4. implement the **parallel merge** of two partial results (Chan, Golub & LeVeque), the
@@ -31,8 +31,8 @@
 # 5. compute LayerNorm's statistics for a `(T, d)` array with it, one feature at a time and
 #    as a tree of "threads".
 #
-# It takes about 75 minutes. The notebook assumes LayerNorm's definition
-# ([notebook 01](01_bn_vs_ln.ipynb)); it stands on its own otherwise.
+# It takes about 80 minutes, 10 fewer if you skip the optional section 3. The notebook assumes
+# LayerNorm's definition ([notebook 01](01_bn_vs_ln.ipynb)); it stands on its own otherwise.
 #
 # **Predict, then run.** A few cells ask you for a guess first: write a number in place of the
 # `...` in the `guess_...` cell, run it, then run the cell after it, which measures the answer
@@ -61,6 +61,7 @@ from normlab.run_mode import quick_run
 from normlab.welford_demo import (
     NAIVE_GUIDE,
     WELFORD_GUIDE,
+    condition_numbers,
     summation_error_figure,
     summation_errors,
     variance_error_figure,
@@ -187,29 +188,90 @@ compare(guess_naive_digits_1e8, naive_digits_1e8, name="digits kept by E[x²] �
 
 # %% [markdown]
 # The naive formula follows the dotted line $u(1+\mu^2/\sigma^2)$, the rounding of its two
-# large terms alone: every factor of 10 in the offset costs two digits. (That line is an
-# estimate for sums as accurate as NumPy's pairwise ones. For the same sums accumulated left to
-# right, Chan, Golub & LeVeque (1983) bound the relative error by about $n\,\kappa^2u$, with
-# $\kappa=\sqrt{1+\mu^2/\sigma^2}\approx|\mu|/\sigma$ the condition number of the data: the
-# same $(\mu/\sigma)^2$, and a factor $n$ more.) In float64 the data $10^8+\mathcal N(0,1)$ leaves it no correct digit
-# (the answer can even be negative); in float32 an offset of a few thousand is enough. The
-# float32 curves stop at $10^8$: there the spacing of float32 numbers exceeds the spread of the
-# data, so the stored values are all equal and there is nothing left to measure. The two-pass
-# formula does far better: its deviations $x_i-\mu$ are small numbers computed almost exactly,
-# and the rounding error of $\mu$, about $u\,|\mu|$, enters its result only squared, as
-# $(u\,\mu/\sigma)^2$, which is why it too drifts up at the largest offsets.
+# large terms alone: every factor of 10 in the offset costs two digits. In float64 the data
+# $10^8+\mathcal N(0,1)$ leaves it no correct digit (the answer can even be negative); in float32
+# an offset of a few thousand is enough. The float32 curves stop at $10^8$: there the spacing
+# of float32 numbers exceeds the spread of the data, so the stored values are all equal and
+# there is nothing left to measure. The two-pass formula does far better: its deviations
+# $x_i-\mu$ are small numbers computed almost exactly, and the rounding error of $\mu$, about
+# $u\,|\mu|$, enters its result only squared, as $(u\,\mu/\sigma)^2$, which is why it too drifts
+# up at the largest offsets. It enters squared because the deviations from the exact mean sum to
+# zero: a mean off by $\delta$ gives $\sum_i(x_i-\mu-\delta)^2=\sum_i(x_i-\mu)^2+n\delta^2$, with no
+# term in $\delta$ alone.
+#
+# ### The worst case: Chan, Golub & LeVeque's bounds
+#
+# The dotted line is a typical size. Chan, Golub & LeVeque (1983, Table 1) bound the worst case:
+# the relative error of the computed $S=\sum_i(x_i-\mu)^2=n\sigma^2$ (so also of $\sigma^2$), with
+# the leading terms only and constant factors dropped, in terms of the condition number of the data
+#
+# $$\kappa=\frac{\lVert x\rVert_2}{\sqrt S}=\sqrt{1+\frac{\mu^2}{\sigma^2}}\approx\frac{|\mu|}{\sigma}.$$
+#
+# (The two forms agree because $\lVert x\rVert_2^2=\sum_i x_i^2=S+n\mu^2$ and $S=n\sigma^2$.) It
+# is called the condition number because changing each $x_i$ by a relative amount of at most
+# $\epsilon$ changes $S$ by a relative amount of at most about $2\kappa\epsilon$ (the change is
+# $2\sum_i(x_i-\mu)\,\Delta x_i$; apply Cauchy–Schwarz): one power of $\kappa$ is in the problem
+# itself, and an algorithm with $\kappa^2$ in its bound loses more than the data force it to.
+#
+# | algorithm | left to right | pairwise |
+# |---|---|---|
+# | textbook, $\sum_i x_i^2-\frac1n\big(\sum_i x_i\big)^2$ | $n\,\kappa^2u$ | $\kappa^2u\,\log_2 n$ |
+# | two-pass | $n\,u+n^2\kappa^2u^2$ | $u\log_2 n+(\kappa\,u\log_2 n)^2$ |
+# | updating (Welford, section 4) | $n\,\kappa\,u$ | $\kappa\,u\log_2 n$ |
+#
+# "Pairwise" means sums added as a balanced tree (section 3) and, for the updating algorithm,
+# partial results merged as one (section 5). The power of $\kappa$ is the cancellation: two for
+# the textbook formula, as the estimate above says. The factor in front, $n$ or $\log_2 n$, is how
+# the rounding errors of the sums pile up. The two-pass bound is the squared term we just
+# derived, plus the rounding of an ordinary sum of squares. `np.mean` sums pairwise, so the
+# right-hand column is the one for both formulas above (NumPy adds blocks of up to 128 numbers
+# with eight running totals before it splits in halves, so its worst case is somewhat above
+# $\log_2 n$). The next cell sets the errors the sweep measured beside these bounds, with $\kappa$
+# computed exactly from the data.
+
+# %%
+kappa_sweep = {name: condition_numbers(offsets, dtype, n=n_sweep, trials=trials_sweep)
+               for name, dtype in (("float64", np.float64), ("float32", np.float32))}
+log2_n = np.log2(n_sweep)
+cgl_pairwise = {  # Chan, Golub & LeVeque (1983), Table 1, the column for pairwise sums
+    "E[x²] − μ² (naive)": lambda kappa, u: kappa**2 * u * log2_n,
+    "two-pass": lambda kappa, u: u * log2_n + (kappa * u * log2_n) ** 2,
+}
+for name, u in (("float64", U64), ("float32", U32)):
+    print(f"{name}, n = {n_sweep}: measured error / bound")
+    print(f"{'offset':>8} {'κ':>8}" + "".join(f"{label:>26}" for label in cgl_pairwise))
+    for i in range(0, len(offsets), 2):
+        kappa = kappa_sweep[name][i]
+        if not np.isnan(kappa):
+            print(f"{offsets[i]:>8.0e} {kappa:>8.1e}" + "".join(
+                f"{sweep[name][label][i]:>16.1e} / {bound(kappa, u):.1e}" for label, bound in cgl_pairwise.items()))
+    ratios = np.concatenate([sweep[name][label] / bound(kappa_sweep[name], u) for label, bound in cgl_pairwise.items()])
+    print(f"largest measured / bound: {np.nanmax(ratios):.2g}; "
+          f"every error below its bound: {bool(np.nanmax(ratios) < 1)}\n")
 
 # %% [markdown]
-# ## 3. The order of a sum matters too
+# Every error the sweep measured lies inside its bound (the last line of each block): the naive
+# formula's by about a factor of 10, two-pass's by far more. A bound assumes that every
+# rounding error has the largest size and that all of them push the same way; real ones are
+# smaller and partly cancel. What the bounds get right is the shape: the slopes of the figure,
+# two digits per factor of 10 in $\mu/\sigma$ for the textbook formula, and the second-order
+# drift of two-pass.
+
+# %% [markdown]
+# ## 3. The order of a sum matters too (optional)
+#
+# > **Optional.** This section explains the factor $n$ against $\log_2 n$ in the bounds above.
+# > Nothing later needs more than its conclusion, that pairwise sums are far more accurate than
+# > a running total. Short of time? Skip to section 4.
 #
 # Both formulas above are built on sums, and a sum of $n$ numbers is not exact either. Adding
 # left to right into one running total (*recursive* summation) has an error bound that grows
 # like $(n-1)\,u$; splitting the numbers in two halves, summing each half the same way and
 # adding the two results (*pairwise* summation) has a bound that grows like $\log_2 n\cdot u$
-# (Higham, 2002, ch. 4). `np.sum` and `np.mean` sum pairwise along a contiguous axis (short
-# blocks are added directly, longer ones split in halves); `np.cumsum`, and any Python loop,
-# add left to right. Here are both on uniform float32 numbers in $[0, 1)$, against the
-# correctly rounded `math.fsum`.
+# (both relative to the sum, for numbers of one sign; Higham, 2002, ch. 4). `np.sum` and
+# `np.mean` sum pairwise along a contiguous axis (short blocks are added directly, longer ones
+# split in halves); `np.cumsum`, and any Python loop, add left to right. Here are both on
+# uniform float32 numbers in $[0, 1)$, against the correctly rounded `math.fsum`.
 #
 # **Predict first.** For $n=2^{22}$ (about 4.2 million) float32 values, how many times smaller
 # is the relative error of the pairwise sum than that of the left-to-right sum? The two bounds
@@ -321,10 +383,11 @@ check_m2_update(my_m2_update)
 # **Why the product form is stable.** Both factors are *deviations*, of the size of $\sigma$;
 # nothing of the size of $\mu^2$ is ever formed, so there is nothing large to cancel. The only
 # big number, $\mu_k$, is rounded once per step, so after $n$ steps its error can reach about
-# $n\,u\,|\mu|$, and every deviation inherits it. Chan, Golub & LeVeque (1983) bound the relative
-# error of $M_2$ by about $n\,\kappa\,u$ for this updating algorithm, against $n\,\kappa^2u$ for
-# $\sum x_i^2-(\sum x_i)^2/n$ accumulated the same way, where $\kappa=\sqrt{1+\mu^2/\sigma^2}\approx
-# |\mu|/\sigma$. Both grow with $n$; the difference is one power of $\mu/\sigma$ instead of two.
+# $n\,u\,|\mu|$, and every deviation inherits it: a relative error of about $n\,u\,|\mu|/\sigma$ in
+# $M_2$. That is the bound of Chan, Golub & LeVeque (1983, Table 1) for this updating algorithm,
+# $n\,\kappa\,u$, against $n\,\kappa^2u$ for $\sum x_i^2-(\sum x_i)^2/n$ accumulated the same way
+# (left to right), with $\kappa=\sqrt{1+\mu^2/\sigma^2}\approx|\mu|/\sigma$ (section 2). Both grow
+# with $n$; the difference is one power of $\mu/\sigma$ instead of two.
 # </details>
 
 # %% [markdown]
@@ -332,8 +395,8 @@ check_m2_update(my_m2_update)
 #
 # Write `welford_mean_var(x)` for a 1-D array `x` of $n\ge1$ numbers (float or integer dtype).
 # Read each element **once, in order** (`for xi in x:`), update the count, the mean and $M_2$
-# (with the update you derived above), and return `(mean, var)` with the **biased** variance $M_2/n$, as two Python floats (or
-# numpy float64 scalars): not arrays, not float32.
+# (with the update you derived above), and return `(mean, var)` with the **biased** variance
+# $M_2/n$, as two Python floats (or numpy float64 scalars): not arrays, not float32.
 #
 # The checks compare your answer with exact rational arithmetic, on data at an offset of
 # $10^8$ among others. They also call your function with a **stream**: an object that supports
@@ -444,7 +507,10 @@ print("the float32 pair:", welford_mean_var(pair), " exact:", exact_mean_var(pai
 #
 # The new $M_2$ is the spread *within* each chunk plus the spread *between* the two chunk
 # means. With $n_B=1$ (one new element, $M_{2,B}=0$) it is exactly Welford's update, so Welford
-# is the special case "merge one element at a time".
+# is the special case "merge one element at a time". Merging instead as a balanced tree, from
+# single elements up, is Chan, Golub & LeVeque's *pairwise algorithm*: its bound is
+# $\kappa\,u\log_2 n$ instead of Welford's $n\,\kappa\,u$ (the table in section 2), the same gain
+# as pairwise summation over a running total. Section 6 measures both.
 #
 # We represent a partial result as a tuple `(count, mean, M2)` with an `int` count; the empty
 # partial, of no data at all, is `(0, 0.0, 0.0)`. We keep $M_2$ rather than the variance
@@ -476,7 +542,8 @@ def welford_finalize(partial):
 # partial result of both chunks together, with the formula above. If either partial is empty
 # (count 0), return the other one unchanged: the formula would divide $0$ by $0$ when both are.
 # Return a tuple `(count, mean, M2)` whose count is an `int` ($n_A+n_B$); the checks pass float
-# means and $M_2$ and expect floats back. Use plain arithmetic (no `float(...)`): section 6 runs your function on arrays of means.
+# means and $M_2$ and expect floats back. Use plain arithmetic (no `float(...)`): section 6 runs
+# your function on arrays of means.
 #
 # The checks build exact partials of chunks of uneven sizes (one of them empty), merge them
 # left to right and as a pairwise tree, and compare with exact statistics of all the data and
@@ -552,9 +619,10 @@ for name, result in [("left to right", welford_finalize(merged)), ("tree", welfo
 # All three agree with the exact variance to many digits. This merge is what fused
 # normalisation kernels parallelise: PyTorch's reduction library defines `WelfordOps`
 # (`ATen/native/SharedReduceOps.h`) around two core operations, `reduce` (Welford's update of
-# one element) and `combine` (the merge above), next to helpers that turn the partial into the
-# result (`project`) and move partials between GPU threads; and its CPU kernels compute rowwise moments
-# "by Welford algorithm and cascade sum" (`ATen/native/cpu/moments_utils.h`).
+# one element) and `combine` (the merge above), next to helpers: `project` turns the partial into
+# the result, `warp_shfl_down` moves a partial between GPU threads, `translate_idx` passes it
+# through unchanged. Its CPU kernels compute rowwise moments "by Welford algorithm and cascade sum"
+# (`ATen/native/cpu/moments_utils.h`): Welford within chunks, then pairwise merges.
 
 # %% [markdown]
 # ## 6. LayerNorm's statistics, one feature at a time
@@ -564,6 +632,8 @@ for name, result in [("left to right", welford_finalize(merged)), ("tree", welfo
 # feature `j` updates all `T` tokens at once: Welford vectorised over the tokens, looping over
 # the features. The second function does it the way a GPU block would: 32 "threads" each run
 # Welford over their own slice of features, then merge their partials in a tree of 5 levels.
+# With as many threads as features, each slice holds one feature and the tree is Chan, Golub &
+# LeVeque's pairwise algorithm ($d$ must be a power of two for that, as it is here).
 
 # %%
 def welford_rows(X):
@@ -590,27 +660,43 @@ def welford_rows_tree(X, threads=32):
 
 T_tokens, d_model = (4, 1024) if QUICK else (16, 4096)
 z_tokens = np.random.default_rng(1).standard_normal((T_tokens, d_model))
-print(f"T = {T_tokens} tokens, d = {d_model} features, float32; max relative error of the {T_tokens} variances")
-print(f"{'offset':>8} {'E[x²]−μ²':>10} {'np.var':>10} {'Welford':>10} {'tree':>10}")
+print(f"T = {T_tokens} tokens, d = {d_model} features, float32: max relative error of the {T_tokens} variances;")
+print("last two columns: Chan, Golub & LeVeque's bounds for Welford (left to right) and the pairwise algorithm")
+print(f"{'offset':>6} {'κ':>6} {'E[x²]−μ²':>9} {'np.var':>8} {'Welford':>8} {'tree':>8} {'pairwise':>8}"
+      f" {'d·κ·u':>8} {'log2(d)·κ·u':>11}")
 for offset in [0.0, 30.0, 300.0, 3000.0]:
     X32 = (offset + z_tokens).astype(np.float32)
-    exact = np.array([exact_mean_var(row)[1] for row in X32])
-    row = [naive_mean_var(X32)[1], np.var(X32, axis=-1), welford_rows(X32)[1], welford_rows_tree(X32)[1]]
-    print(f"{offset:>8.0f} " + " ".join(f"{np.max(np.abs(v - exact) / exact):>10.1e}" for v in row))
+    stats = [exact_mean_var(row) for row in X32]
+    exact = np.array([var for _, var in stats])
+    kappa = max(np.sqrt(1 + mean**2 / var) for mean, var in stats)
+    row = [naive_mean_var(X32)[1], np.var(X32, axis=-1), welford_rows(X32)[1], welford_rows_tree(X32)[1],
+           welford_rows_tree(X32, threads=d_model)[1]]
+    print(f"{offset:>6.0f} {kappa:>6.0f} " + " ".join(f"{np.max(np.abs(v - exact) / exact):>8.1e}" for v in row)
+          + f" {d_model * kappa * U32:>8.1e} {np.log2(d_model) * kappa * U32:>11.1e}")
 mean_check, var_check = welford_rows(z_tokens)
 print("float64, offset 0: max |mean - np.mean| =", f"{np.max(np.abs(mean_check - z_tokens.mean(axis=-1))):.1e},",
       "max |var - np.var| =", f"{np.max(np.abs(var_check - z_tokens.var(axis=-1))):.1e}")
 
 # %% [markdown]
 # A token whose features share a mean a few hundred times their spread already costs the
-# naive formula most of float32's digits; Welford, sequential or as a tree, keeps them.
+# naive formula most of float32's digits; Welford, sequential or as a tree, keeps them, inside
+# its bound. Here the error follows the length of the sequential part: Welford walks all $d$
+# features in a row, the 32-thread tree $d/32$ per thread, the pairwise algorithm one.
 # `np.var` is the two-pass formula (it subtracts the mean first), accurate but two passes.
 #
 # Finally, the sweep of section 2 once more, now with Welford: in float64 your
 # `welford_mean_var` on each row, in float32 the row-wise `welford_rows` above (float32
 # throughout, as in a kernel). The two guide lines are typical sizes at this fixed $n$, one and
-# two powers of $\mu/\sigma$; the worst-case bounds of Chan, Golub & LeVeque (1983), $n\,\kappa\,u$
-# and $n\,\kappa^2u$, carry a factor $n$ more.
+# two powers of $\mu/\sigma$. The worst-case bounds of section 2 sit above them: both Welford
+# versions add left to right, so theirs is $n\,\kappa\,u$, a factor $n$ above the guide; the naive
+# and two-pass formulas sum pairwise. The cell also prints Welford's errors beside $n\,\kappa\,u$.
+#
+# **Predict first.** float32 keeps about 7 digits, and at an offset of $10^4$ the naive formula
+# kept none of them. How many correct digits does Welford keep there, with $n=1000$? Think of
+# how many powers of $\mu/\sigma$ its error carries.
+
+# %%
+guess_welford_digits_float32 = ...  # your guess: a whole number of correct digits, from 0 to 7
 
 # %%
 float64_methods = dict(formulas, **{"Welford (welford_mean_var)": lambda rows: [welford_mean_var(r)[1] for r in rows]})
@@ -619,13 +705,32 @@ sweep_all = {
     "float64": variance_errors(float64_methods, offsets, np.float64, n=n_sweep, trials=trials_sweep),
     "float32": variance_errors(float32_methods, offsets, np.float32, n=n_sweep, trials=trials_sweep),
 }
-for name, errors in sweep_all.items():
+for (name, errors), u in zip(sweep_all.items(), (U64, U32)):
     welford_errors = [v for k, v in errors.items() if k.startswith("Welford")][0]
-    picked = ", ".join(f"{e:.1e}" for e in welford_errors[[0, 4, 6]])
-    print(f"{name}: Welford's error at offsets 1e0, 1e4, 1e6: {picked}")
+    bounds = n_sweep * kappa_sweep[name] * u  # Chan, Golub & LeVeque (1983): n·κ·u for the updating algorithm
+    picked = ", ".join(f"{welford_errors[i]:.1e} (bound {bounds[i]:.1e})" for i in (0, 4, 6))
+    print(f"{name}: Welford's error at offsets 1e0, 1e4, 1e6: {picked}; "
+          f"largest error / bound: {np.nanmax(welford_errors / bounds):.1e}")
 fig = variance_error_figure(offsets, sweep_all, {"float64": U64, "float32": U32}, guides=(NAIVE_GUIDE, WELFORD_GUIDE),
                             title="Welford's error grows like u·μ/σ, the naive formula's like u·(μ/σ)²")
 plt.show()
+
+# %%
+welford_error_1e4 = sweep_all["float32"]["Welford (welford_rows)"][4]
+welford_digits_1e4 = int(max(0.0, np.floor(-np.log10(welford_error_1e4))))
+print(f"float32, offset 1e4: Welford's relative error {welford_error_1e4:.1e}, so {welford_digits_1e4} correct digits")
+compare(guess_welford_digits_float32, welford_digits_1e4, name="digits kept by Welford in float32 at offset 1e4")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# About three. Welford's error carries one power of $\mu/\sigma$: about
+# $u\,\mu/\sigma\approx6\times10^{-8}\cdot10^4\approx6\times10^{-4}$, which leaves three or four of
+# float32's seven digits. The naive formula's error carries two powers, $u(\mu/\sigma)^2\approx6$,
+# and left none. The bound $n\,\kappa\,u$, printed above, would allow almost no correct digit: it
+# is the worst case, in which every rounding error is as large as possible and all of them push
+# the same way.
+# </details>
 
 # %% [markdown]
 # ## 7. In PyTorch
@@ -660,8 +765,9 @@ plt.show()
 # $\delta=x-\mu$; $\mu\mathrel{+}=\delta/k$; $M_2\mathrel{+}=\delta\,(x-\mu_\text{new})$; at the end
 # $\sigma^2=M_2/n$. Everything added is a deviation of the size of $\sigma$; no square of the
 # size of $\mu^2$ is formed, so nothing large cancels. Chan, Golub & LeVeque (1983) bound its
-# relative error by about $n\,\kappa\,u$, against $n\,\kappa^2u$ for the textbook formula, with
-# $\kappa\approx|\mu|/\sigma$.
+# relative error by about $n\,\kappa\,u$, against $n\,\kappa^2u$ for the textbook formula (both
+# accumulated left to right), with $\kappa\approx|\mu|/\sigma$. Merged as a balanced tree
+# (their pairwise algorithm), the $n$ becomes $\log_2 n$.
 # </details>
 #
 # <details><summary><b>Eight GPUs each hold the mean and variance of their shard. How do you get the global
@@ -709,13 +815,16 @@ progress()
 #
 # - $E[x^2]-\mu^2$ reads the data once but loses digits like $u(\mu/\sigma)^2$: all of them at
 #   $\mu/\sigma\approx1/\sqrt u$ ($10^8$ in float64, a few thousand in float32).
+# - The condition number $\kappa=\sqrt{1+\mu^2/\sigma^2}\approx|\mu|/\sigma$ sets the worst case
+#   (Chan, Golub & LeVeque, 1983): left to right, $n\,\kappa^2u$ for the textbook formula,
+#   $n\,u+n^2\kappa^2u^2$ for two-pass, $n\,\kappa\,u$ for Welford; with pairwise sums or a tree of
+#   merges, $\log_2 n$ replaces $n$. The measured errors sat well inside these bounds.
 # - Welford: $\delta=x_k-\mu_{k-1}$, $\mu_k=\mu_{k-1}+\delta/k$, $M_{2,k}=M_{2,k-1}+\delta(x_k-\mu_k)$,
-#   $\sigma^2=M_2/n$. One pass, constant memory, relative error bounded by about $n\,\kappa\,u$
-#   with $\kappa\approx|\mu|/\sigma$ (Chan, Golub & LeVeque, 1983), against $n\,\kappa^2u$ for $E[x^2]-\mu^2$.
+#   $\sigma^2=M_2/n$. One pass, constant memory, nothing of the size of $\mu^2$ formed.
 # - Partial results $(n,\mu,M_2)$ merge exactly: $M_2=M_{2,A}+M_{2,B}+\delta^2n_An_B/n$. Welford is
 #   the merge with one element; GPU kernels merge per-thread partials in a tree.
-# - Two-pass is the most accurate when you can afford to read the data twice; sums themselves
-#   are best done pairwise (`np.sum`), not left to right.
+# - Two-pass is the most accurate when you can afford to read the data twice: its mean's error
+#   enters squared. Sums themselves are best done pairwise (`np.sum`), not left to right.
 # - LayerNorm uses the biased variance ($/n$); `torch.var` defaults to $/(n-1)$.
 #
 # *References:*
@@ -723,7 +832,8 @@ progress()
 # T. F. Chan, G. H. Golub & R. J. LeVeque (1979), *Updating formulae and a pairwise algorithm for computing sample
 # variances*, Stanford report STAN-CS-79-773; and (1983), *Algorithms for computing the sample variance: analysis
 # and recommendations*, The American Statistician.
-# N. J. Higham (2002), *Accuracy and Stability of Numerical Algorithms*, 2nd ed., SIAM (chapter 4, summation).
+# N. J. Higham (2002), *Accuracy and Stability of Numerical Algorithms*, 2nd ed., SIAM (§1.9, the sample variance;
+# chapter 4, summation).
 # Ba, Kiros & Hinton (2016), *Layer Normalization*.
 #
 # Next: this is the last notebook. Back to [the course overview](../README.md) for the map of all six.

@@ -461,3 +461,151 @@ MISTAKE_COMBINATIONS_BATCH_NORM = {
     "unbiased + eps outside": (bn_unbiased_eps_outside, [UNBIASED, OUTSIDE], {"shape": (2, 3, 4), "eps": 1.0}),
     "unbiased + eps outside, eps = 1e-5": (bn_unbiased_eps_outside, [UNBIASED, OUTSIDE], {}),
 }
+
+
+# ---------------------------------------------------------------- batch_norm_train, batch_norm_eval
+def _stats(x):
+    leading = tuple(range(x.ndim - 1))
+    mu = x.mean(axis=leading)
+    return mu, ((x - mu) ** 2).mean(axis=leading), x.size // x.shape[-1]
+
+
+def train_pure(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    mu, var, n = _stats(x)
+    y = gamma * (x - mu) / np.sqrt(var + eps) + beta
+    return y, (1 - momentum) * running_mean + momentum * mu, (1 - momentum) * running_var + momentum * var * n / (n - 1)
+
+
+def train_np_var_ddof(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    """np.var twice: ddof=0 for the output, ddof=1 for the running variance."""
+    flat = x.reshape(-1, x.shape[-1])
+    mu = flat.mean(axis=0)
+    y = (flat - mu) / np.sqrt(np.var(flat, axis=0) + eps) * gamma + beta
+    new_mean = running_mean + momentum * (mu - running_mean)
+    new_var = running_var + momentum * (np.var(flat, axis=0, ddof=1) - running_var)
+    return y.reshape(x.shape), new_mean, new_var
+
+
+def train_keras_momentum(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    """Keras' convention: momentum weighs the old value."""
+    mu, var, n = _stats(x)
+    y = gamma * (x - mu) / np.sqrt(var + eps) + beta
+    return y, momentum * running_mean + (1 - momentum) * mu, momentum * running_var + (1 - momentum) * var * n / (n - 1)
+
+
+def train_biased_running(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    mu, var, _ = _stats(x)
+    y = gamma * (x - mu) / np.sqrt(var + eps) + beta
+    return y, (1 - momentum) * running_mean + momentum * mu, (1 - momentum) * running_var + momentum * var
+
+
+def train_in_place(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    mu, var, n = _stats(x)
+    running_mean *= 1 - momentum
+    running_mean += momentum * mu
+    running_var *= 1 - momentum
+    running_var += momentum * var * n / (n - 1)
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta, running_mean, running_var
+
+
+def train_returns_y(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    mu, var, n = _stats(x)
+    running_mean = (1 - momentum) * running_mean + momentum * mu
+    running_var = (1 - momentum) * running_var + momentum * var * n / (n - 1)
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+
+def train_forgets_update(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    mu, var, _ = _stats(x)
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta, running_mean, running_var
+
+
+def train_replaces(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    mu, var, n = _stats(x)
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta, mu, var * n / (n - 1)
+
+
+def train_axis_zero(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    """The output is right (every axis but the last), the running statistics use axis 0 only."""
+    mu, var, _ = _stats(x)
+    y = gamma * (x - mu) / np.sqrt(var + eps) + beta
+    return y, (1 - momentum) * running_mean + momentum * x.mean(axis=0), \
+        (1 - momentum) * running_var + momentum * x.var(axis=0, ddof=1)
+
+
+def train_normalises_with_running(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    mu, var, n = _stats(x)
+    new_mean = (1 - momentum) * running_mean + momentum * mu
+    new_var = (1 - momentum) * running_var + momentum * var * n / (n - 1)
+    return gamma * (x - new_mean) / np.sqrt(new_var + eps) + beta, new_mean, new_var
+
+
+def train_momentum_fixed(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    return train_pure(x, gamma, beta, running_mean, running_var, 0.1, eps)
+
+
+def train_stores_std(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    mu, var, n = _stats(x)
+    s = np.sqrt(var + eps)
+    return gamma * (x - mu) / s + beta, (1 - momentum) * running_mean + momentum * mu, \
+        (1 - momentum) * running_var + momentum * s
+
+
+def eval_pure(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    return gamma * (x - running_mean) / np.sqrt(running_var + eps) + beta
+
+
+def eval_inverse_std(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    inv = 1.0 / np.sqrt(running_var + eps)
+    return (x - running_mean) * inv * gamma + beta
+
+
+def eval_batch_stats(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    """Training-mode code reused: the batch's own statistics."""
+    leading = tuple(range(x.ndim - 1))
+    mu = x.mean(axis=leading)
+    return gamma * (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=leading) + eps) + beta
+
+
+def eval_batch_mean(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    mu = x.reshape(-1, x.shape[-1]).mean(axis=0)
+    return gamma * (x - mu) / np.sqrt(running_var + eps) + beta
+
+
+def eval_eps_outside(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    return gamma * (x - running_mean) / (np.sqrt(running_var) + eps) + beta
+
+
+def eval_updates(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    y = gamma * (x - running_mean) / np.sqrt(running_var + eps) + beta
+    running_mean *= 0.9
+    running_mean += 0.1 * x.reshape(-1, x.shape[-1]).mean(axis=0)
+    return y
+
+
+def eval_swapped(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    return beta * (x - running_mean) / np.sqrt(running_var + eps) + gamma
+
+
+CORRECT_TRAINS = [train_pure, train_np_var_ddof]
+CORRECT_EVALS = [eval_pure, eval_inverse_std]
+# name -> (function, substring the diagnosis must contain, keyword arguments for the check)
+WRONG_TRAINS = {
+    "Keras' momentum": (train_keras_momentum, "weights are swapped", {}),
+    "biased running variance": (train_biased_running, "biased batch variance", {}),
+    "in place": (train_in_place, "updated in place", {}),
+    "returns y only": (train_returns_y, "returned y alone", {}),
+    "no update": (train_forgets_update, "came back unchanged", {}),
+    "replaced": (train_replaces, "momentum is ignored", {}),
+    "axis 0": (train_axis_zero, "axis=0", {}),
+    "normalises with running": (train_normalises_with_running, "updated running statistics", {}),
+    "momentum fixed": (train_momentum_fixed, "whatever momentum was passed", {}),
+    "stores std": (train_stores_std, "standard deviation", {}),
+}
+WRONG_EVALS = {
+    "batch statistics": (eval_batch_stats, "statistics of the batch", {}),
+    "batch mean": (eval_batch_mean, "statistics of the batch", {}),
+    "eps outside": (eval_eps_outside, "outside the square root", {}),
+    "updates": (eval_updates, "changed the running statistics in place", {}),
+    "swapped": (eval_swapped, "gamma and beta are swapped", {}),
+}

@@ -6,110 +6,103 @@ keyword arguments for the check that exposes it).
 import numpy as np
 
 
-# ---------------------------------------------------------------- centering_matrix
-def centering_outer(d):
-    ones = np.ones(d)
-    return np.eye(d) - np.outer(ones, ones) / d
-
-
-def centering_broadcast(d):
-    """Subtract 1/d from every entry of the identity (a scalar broadcasts)."""
-    return np.identity(d) - 1.0 / d
-
-
-def centering_columns_of_identity(d):
-    """Centre each column e_j of the identity: P e_j = e_j - mean(e_j) 1."""
-    eye = np.eye(d)
-    return eye - eye.mean(axis=0, keepdims=True)
-
-
-def centering_loops(d):
-    """Entry by entry, the way the formula reads."""
-    P = np.zeros((d, d))
-    for i in range(d):
-        for j in range(d):
-            P[i, j] = (1.0 if i == j else 0.0) - 1.0 / d
-    return P
-
-
-def centering_identity(d):
-    return np.eye(d)
-
-
-def centering_no_one_over_d(d):
-    return np.eye(d) - np.ones((d, d))
-
-
-def centering_inner_product(d):
-    """np.ones(d) @ np.ones(d) is the number d, so this subtracts 1 from every entry."""
-    return np.eye(d) - np.ones(d) @ np.ones(d) / d
-
-
-def centering_inner_product_no_d(d):
-    return np.eye(d) - np.ones(d) @ np.ones(d)
-
-
-def centering_mean_projector(d):
-    return np.ones((d, d)) / d
-
-
-def centering_d_squared(d):
-    return np.eye(d) - np.ones((d, d)) / d**2
-
-
-def centering_d_minus_one(d):
-    return np.eye(d) - np.ones((d, d)) / (d - 1)
-
-
-def centering_diagonal_only(d):
-    return np.eye(d) * (1 - 1 / d)
-
-
-def centering_sign_flipped(d):
-    return np.ones((d, d)) / d - np.eye(d)
-
-
-def centering_vector(d):
-    return np.ones(d) - 1.0 / d
-
-
-def centering_float32(d):
-    return (np.eye(d) - 1.0 / d).astype(np.float32)
-
-
-def centering_integer(d):
-    return np.eye(d, dtype=int) - np.ones((d, d), dtype=int) // d
-
-
-def centering_list(d):
-    return (np.eye(d) - 1.0 / d).tolist()
-
-
-def centering_lower_triangle(d):
-    """Subtracts the mean of the first i+1 entries (a running mean), not of all d."""
+# ---------------------------------------------------------------- complement_projection
+def projection_gram_schmidt(V):
+    """Orthonormalise the columns one by one, skipping those that add no new direction."""
+    d = V.shape[0]
+    basis = []
+    tol = 1e-10 * max(1.0, float(np.abs(V).max()))
+    for v in V.T:
+        w = v.astype(np.float64)
+        for q in basis:
+            w = w - (q @ w) * q
+        if np.linalg.norm(w) > tol:
+            basis.append(w / np.linalg.norm(w))
     P = np.eye(d)
-    for i in range(d):
-        P[i, : i + 1] -= 1.0 / (i + 1)
+    for q in basis:
+        P -= np.outer(q, q)
     return P
 
 
-CORRECT_CENTERINGS = [centering_outer, centering_broadcast, centering_columns_of_identity, centering_loops]
-WRONG_CENTERINGS = {
-    "identity": (centering_identity, "returned the identity", {}),
-    "1/d missing": (centering_no_one_over_d, "the 1/d is missing", {}),
-    "inner product for the outer one": (centering_inner_product, "inner product", {}),
-    "inner product, no 1/d": (centering_inner_product_no_d, "not the outer product", {}),
-    "mean projector": (centering_mean_projector, "the projection onto 1", {}),
-    "divided by d twice": (centering_d_squared, "divided by d twice", {}),
-    "d - 1 for d": (centering_d_minus_one, "d - 1 where d belongs", {}),
-    "diagonal only": (centering_diagonal_only, "only the diagonal", {}),
-    "sign flipped": (centering_sign_flipped, "sign is flipped", {}),
-    "vector for matrix": (centering_vector, "returned a vector", {}),
-    "float32": (centering_float32, "dtype float32", {}),
-    "integer": (centering_integer, "dtype int64", {}),
-    "list": (centering_list, "builtins.list", {}),
-    "running mean": (centering_lower_triangle, "not symmetric", {}),
-    "d = 1 gives identity": (centering_identity, "for d = 1", {"d": 1}),
+def projection_pinv(V):
+    """I - V V^+: V V^+ is the projection onto the column space, dependent columns included."""
+    return np.eye(V.shape[0]) - V @ np.linalg.pinv(V)
+
+
+def projection_svd(V):
+    """Left singular vectors with a nonzero singular value span the columns."""
+    U, s, _ = np.linalg.svd(V, full_matrices=False)
+    U = U[:, s > 1e-10 * s.max()]
+    return np.eye(V.shape[0]) - U @ U.T
+
+
+def projection_lstsq(V):
+    """Each e_j minus its least-squares fit by the columns of V: the residual maker."""
+    eye = np.eye(V.shape[0])
+    coefficients = np.linalg.lstsq(V, eye, rcond=None)[0]
+    return eye - V @ coefficients
+
+
+def projection_span(V):
+    return V @ np.linalg.pinv(V)
+
+
+def projection_unnormalised(V):
+    return np.eye(V.shape[0]) - V @ V.T
+
+
+def projection_sum_of_singles(V):
+    P = np.eye(V.shape[0])
+    for v in V.T:
+        P -= np.outer(v, v) / (v @ v)
+    return P
+
+
+def projection_chained(V):
+    P = np.eye(V.shape[0])
+    for v in V.T:
+        P = P @ (np.eye(V.shape[0]) - np.outer(v, v) / (v @ v))
+    return P
+
+
+def projection_inverse_gram(V):
+    return np.eye(V.shape[0]) - V @ np.linalg.inv(V.T @ V) @ V.T
+
+
+def projection_qr(V):
+    Q, _ = np.linalg.qr(V)
+    return np.eye(V.shape[0]) - Q @ Q.T
+
+
+def projection_first_column(V):
+    v = V[:, 0]
+    return np.eye(V.shape[0]) - np.outer(v, v) / (v @ v)
+
+
+def projection_rows(V):
+    return np.eye(V.shape[1]) - V.T @ np.linalg.pinv(V.T)
+
+
+def projection_float32(V):
+    return projection_pinv(V).astype(np.float32)
+
+
+def projection_list(V):
+    return projection_pinv(V).tolist()
+
+
+CORRECT_PROJECTIONS = [projection_gram_schmidt, projection_pinv, projection_svd, projection_lstsq]
+WRONG_PROJECTIONS = {
+    "span, not complement": (projection_span, "projection ONTO their span", {}),
+    "not normalised": (projection_unnormalised, "as if every column had length 1", {}),
+    "sum of single projections": (projection_sum_of_singles, "right when the columns of V are orthogonal", {}),
+    "chained single projections": (projection_chained, "right when the columns of V are orthogonal", {}),
+    "inverse of the Gram matrix": (projection_inverse_gram, "one column is a combination of the others", {}),
+    "QR keeps every column": (projection_qr, "one column is a combination of the others", {}),
+    "first column only": (projection_first_column, "removes column 0 of V and nothing else", {}),
+    "rows for columns": (projection_rows, "your code read them as rows", {}),
+    "float32": (projection_float32, "dtype float32", {}),
+    "list": (projection_list, "builtins.list", {}),
 }
 
 

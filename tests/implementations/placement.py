@@ -221,3 +221,83 @@ WRONG = {
     "unhelpful message": (unhelpful_message, "unhelpful message", "rejects"),
     "method called on None": (lower_on_none, "None.lower()", "rejects"),
 }
+
+
+# ================================================================ qk_norm_logits
+import numpy as np  # noqa: E402
+
+
+def qk_matmul(q, k, g_q, g_k, eps=1e-6):
+    d_k = q.shape[-1]
+    q_hat = q / np.sqrt(np.mean(q**2, axis=-1, keepdims=True) + eps)
+    k_hat = k / np.sqrt(np.mean(k**2, axis=-1, keepdims=True) + eps)
+    return (g_q * q_hat) @ np.swapaxes(g_k * k_hat, -1, -2) / np.sqrt(d_k)
+
+
+def qk_einsum(q, k, g_q, g_k, eps=1e-6):
+    """Gains folded into one vector; einsum over the features."""
+    r_q = np.sqrt((q * q).mean(-1, keepdims=True) + eps)
+    r_k = np.sqrt((k * k).mean(-1, keepdims=True) + eps)
+    return np.einsum("...id,...jd->...ij", q / r_q * (g_q * g_k), k / r_k) / q.shape[-1] ** 0.5
+
+
+def qk_norms(q, k, g_q, g_k, eps=1e-6):
+    """The root mean square written with np.linalg.norm."""
+    d_k = q.shape[-1]
+    q_n = g_q * q / np.sqrt(np.linalg.norm(q, axis=-1, keepdims=True) ** 2 / d_k + eps)
+    k_n = g_k * k / np.sqrt(np.linalg.norm(k, axis=-1, keepdims=True) ** 2 / d_k + eps)
+    return np.matmul(q_n, np.moveaxis(k_n, -1, -2)) / np.sqrt(d_k)
+
+
+QK_CORRECT = [qk_matmul, qk_einsum, qk_norms]
+
+
+def qk_no_sqrt(q, k, g_q, g_k, eps=1e-6):
+    return qk_matmul(q, k, g_q, g_k, eps) * np.sqrt(q.shape[-1])
+
+
+def qk_unit_vectors(q, k, g_q, g_k, eps=1e-6):
+    q_n = g_q * q / np.linalg.norm(q, axis=-1, keepdims=True)
+    k_n = g_k * k / np.linalg.norm(k, axis=-1, keepdims=True)
+    return q_n @ np.swapaxes(k_n, -1, -2) / np.sqrt(q.shape[-1])
+
+
+def qk_forgets_g_k(q, k, g_q, g_k, eps=1e-6):
+    return qk_matmul(q, k, g_q, np.ones_like(g_k), eps)
+
+
+def qk_layer_norm(q, k, g_q, g_k, eps=1e-6):
+    return qk_matmul(q - q.mean(-1, keepdims=True), k - k.mean(-1, keepdims=True), g_q, g_k, eps)
+
+
+def qk_over_tokens(q, k, g_q, g_k, eps=1e-6):
+    q_hat = q / np.sqrt(np.mean(q**2, axis=-2, keepdims=True) + eps)
+    k_hat = k / np.sqrt(np.mean(k**2, axis=-2, keepdims=True) + eps)
+    return (g_q * q_hat) @ np.swapaxes(g_k * k_hat, -1, -2) / np.sqrt(q.shape[-1])
+
+
+def qk_keys_raw(q, k, g_q, g_k, eps=1e-6):
+    q_hat = q / np.sqrt(np.mean(q**2, axis=-1, keepdims=True) + eps)
+    return (g_q * q_hat) @ np.swapaxes(g_k * k, -1, -2) / np.sqrt(q.shape[-1])
+
+
+def qk_keys_first(q, k, g_q, g_k, eps=1e-6):
+    return np.swapaxes(qk_matmul(q, k, g_q, g_k, eps), -1, -2)
+
+
+def qk_dot_T(q, k, g_q, g_k, eps=1e-6):
+    q_hat = q / np.sqrt(np.mean(q**2, axis=-1, keepdims=True) + eps)
+    k_hat = k / np.sqrt(np.mean(k**2, axis=-1, keepdims=True) + eps)
+    return (g_q * q_hat) @ (g_k * k_hat).T / np.sqrt(q.shape[-1])
+
+
+QK_WRONG = {
+    "no 1/sqrt(d_k)": (qk_no_sqrt, "sqrt(d_k) = "),
+    "unit vectors": (qk_unit_vectors, "unit-length"),
+    "g_k forgotten": (qk_forgets_g_k, "g_k was not applied"),
+    "LayerNorm": (qk_layer_norm, "subtracted each vector's mean"),
+    "mean square over tokens": (qk_over_tokens, "changed the logits of other"),
+    "keys not normalised": (qk_keys_raw, "the keys are not normalised"),
+    "keys times queries": (qk_keys_first, "the transpose of the expected"),
+    "k.T on batches": (qk_dot_T, "reverses every axis"),
+}

@@ -420,3 +420,126 @@ MISTAKE_COMBINATIONS_FORWARD = {
     "sum, eps inside": (rms_sum_not_mean, [SUMMED], {"shape": (4, 8), "eps": 0.1}),
     "eps ignored": (rms_eps_ignored, [IGNORED], {"shape": (4, 8), "eps": 0.1}),
 }
+
+
+# ---------------------------------------------------------------- rms_norm_bf16 (bfloat16 numbers in float32 arrays)
+def _bf16(x, gamma):
+    import torch
+
+    return torch.from_numpy(x).to(torch.bfloat16), torch.from_numpy(gamma).to(torch.bfloat16)
+
+
+def bf16_llama(x, gamma, eps=1e-6):
+    """LLaMA's order: normalise in float32, cast back, multiply by the bfloat16 gain."""
+    import torch
+
+    x, gamma = _bf16(x, gamma)
+    x32 = x.float()
+    y = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(torch.bfloat16) * gamma
+    return y.float().numpy()
+
+
+def bf16_gemma_order(x, gamma, eps=1e-6):
+    """Gemma's order: the gain applied in float32, one rounding at the end."""
+    import torch
+
+    x, gamma = _bf16(x, gamma)
+    x32 = x.to(torch.float32)
+    r = torch.sqrt((x32 * x32).sum(-1, keepdim=True) / x.shape[-1] + eps)
+    y = (gamma.float() * (x32 / r)).to(torch.bfloat16)
+    return y.float().numpy()
+
+
+def bf16_float64_statistics(x, gamma, eps=1e-6):
+    """Statistics in float64 (wider than needed), rounded once."""
+    import torch
+
+    x, gamma = _bf16(x, gamma)
+    x64 = x.double()
+    y = gamma.double() * x64 / torch.sqrt(torch.mean(x64 ** 2, dim=-1, keepdim=True) + eps)
+    return y.to(torch.bfloat16).float().numpy()
+
+
+def bf16_no_upcast(x, gamma, eps=1e-6):
+    """Every operation on bfloat16 tensors."""
+    import torch
+
+    x, gamma = _bf16(x, gamma)
+    y = gamma * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+    return y.float().numpy()
+
+
+def bf16_r_cast_early(x, gamma, eps=1e-6):
+    """The mean square in float32, but r rounded to bfloat16 before the division."""
+    import torch
+
+    x, gamma = _bf16(x, gamma)
+    r = torch.sqrt(x.float().pow(2).mean(-1, keepdim=True) + eps).to(torch.bfloat16)
+    return (gamma * (x / r)).float().numpy()
+
+
+def bf16_running_sum(x, gamma, eps=1e-6):
+    """The sum of squares accumulated one feature at a time in a bfloat16 total."""
+    import torch
+
+    x, gamma = _bf16(x, gamma)
+    total = torch.zeros(x.shape[:-1] + (1,), dtype=torch.bfloat16)
+    for j in range(x.shape[-1]):
+        total = total + x[..., j:j + 1] * x[..., j:j + 1]
+    x32 = x.float()
+    y = (x32 / torch.sqrt(total.float() / x.shape[-1] + eps)).to(torch.bfloat16) * gamma
+    return y.float().numpy()
+
+
+def bf16_returns_float32(x, gamma, eps=1e-6):
+    """Upcast, normalise, but never cast back."""
+    import torch
+
+    x, gamma = _bf16(x, gamma)
+    x32 = x.float()
+    return (gamma.float() * x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).numpy()
+
+
+def bf16_eps_outside(x, gamma, eps=1e-6):
+    import torch
+
+    x, gamma = _bf16(x, gamma)
+    x32 = x.float()
+    return ((x32 / (torch.sqrt(x32.pow(2).mean(-1, keepdim=True)) + eps)).to(torch.bfloat16) * gamma).float().numpy()
+
+
+def bf16_mean_subtracted(x, gamma, eps=1e-6):
+    import torch
+
+    x, gamma = _bf16(x, gamma)
+    c = x.float() - x.float().mean(-1, keepdim=True)
+    return ((c * torch.rsqrt(c.pow(2).mean(-1, keepdim=True) + eps)).to(torch.bfloat16) * gamma).float().numpy()
+
+
+def bf16_gamma_forgotten(x, gamma, eps=1e-6):
+    import torch
+
+    x, _ = _bf16(x, gamma)
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(torch.bfloat16).float().numpy()
+
+
+def bf16_returns_tensor(x, gamma, eps=1e-6):
+    import torch
+
+    x, gamma = _bf16(x, gamma)
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(torch.bfloat16) * gamma
+
+
+CORRECT_BF16 = [bf16_llama, bf16_gemma_order, bf16_float64_statistics]
+WRONG_BF16 = {
+    "no_upcast": (bf16_no_upcast, "reached the division as a bfloat16 number", {}),
+    "r_cast_early": (bf16_r_cast_early, "reached the division as a bfloat16 number", {}),
+    "running_sum": (bf16_running_sum, "the sum of squares lost terms", {}),
+    "returns_float32": (bf16_returns_float32, "not cast back", {}),
+    "eps_outside": (bf16_eps_outside, "eps is outside the square root", {}),
+    "mean_subtracted": (bf16_mean_subtracted, "you subtracted the mean", {}),
+    "gamma_forgotten": (bf16_gamma_forgotten, "gamma was not applied", {}),
+    "returns_tensor": (bf16_returns_tensor, "returned torch", {}),
+}

@@ -1440,7 +1440,358 @@ def _correct():
     return found
 
 
+# ====================================================================== running statistics
+TRAIN_STYLES = ["numpy", "npvar", "flat", "torch", "einsum"]
+
+
+def _batch_stats(style, x):
+    """(mu, biased var, n) per feature, shape (d,), written in ``style``."""
+    d = x.shape[-1]
+    leading = tuple(range(x.ndim - 1))
+    n = x.size // d
+    if style == "numpy":
+        mu = x.mean(axis=leading)
+        return mu, ((x - mu) ** 2).mean(axis=leading), n
+    if style == "npvar":
+        return np.mean(x, axis=leading), np.var(x, axis=leading), n
+    if style == "flat":
+        flat = x.reshape(-1, d)
+        mu = flat.sum(axis=0) / n
+        return mu, np.square(flat - mu).sum(axis=0) / n, n
+    if style == "torch":
+        t = torch.from_numpy(np.ascontiguousarray(x)).reshape(-1, d)
+        var, mu = torch.var_mean(t, dim=0, unbiased=False)
+        return mu.numpy(), var.numpy(), n
+    if style == "einsum":
+        flat = x.reshape(-1, d)
+        mu = np.einsum("nd->d", flat) / n
+        c = flat - mu
+        return mu, np.einsum("nd,nd->d", c, c) / n, n
+    raise ValueError(style)
+
+
+def _train(style, weight="right", var_stat="unbiased", axes="right", update="new", norm="batch", y_stat="biased",
+           form="standard"):
+    """A batch_norm_train built from the given choices (see the catalogue's bn. running ids).
+
+    weight: the weight of the batch statistic ("right" = momentum, "reversed", "ignored" = 1, "none" = 0,
+    "hard" = 0.1, "hard_reversed" = 0.9); var_stat: what feeds the running variance; axes: of the running
+    statistics ("right", "axis0", "all"); update: "new" arrays, "in_place" (and returned), "in_place_y" (and
+    only y returned), "y_only" (rebinding, only y returned); norm: what the output is normalised with.
+    """
+    def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+        mu, var, n = _batch_stats(style, x)
+        if axes == "axis0":
+            r_mu = x.mean(axis=0)
+            r_var = ((x - r_mu) ** 2).mean(axis=0)
+        elif axes == "all":
+            r_mu = np.full_like(mu, x.mean())
+            r_var = np.full_like(var, x.var())
+        else:
+            r_mu, r_var = mu, var
+        unbiased = r_var * n / (n - 1)
+        stat = {"unbiased": unbiased, "biased": r_var, "std": np.sqrt(unbiased), "std_biased": np.sqrt(r_var),
+                "unbiased_eps": unbiased + eps, "biased_eps": r_var + eps, "std_eps": np.sqrt(r_var + eps)}[var_stat]
+        w = {"right": momentum, "reversed": 1 - momentum, "ignored": 1.0, "none": 0.0, "hard": 0.1,
+             "hard_reversed": 0.9}[weight]
+        if form == "standard":
+            new_mean = (1 - w) * running_mean + w * r_mu
+            new_var = (1 - w) * running_var + w * stat
+        elif form == "increment":
+            new_mean = running_mean + w * (r_mu - running_mean)
+            new_var = running_var + w * (stat - running_var)
+        else:  # "lerp": numpy-free weighted sum, the old value last
+            new_mean = w * r_mu + (1 - w) * running_mean
+            new_var = w * stat + (1 - w) * running_var
+        if norm == "batch":
+            v = var * n / (n - 1) if y_stat == "unbiased" else var
+            scale = np.sqrt(v) + eps if y_stat == "outside" else np.sqrt(v + eps)
+            y = gamma * (x - mu) / scale + beta
+        elif norm == "running_old":
+            y = gamma * (x - running_mean) / np.sqrt(running_var + eps) + beta
+        else:  # "running_new"
+            y = gamma * (x - new_mean) / np.sqrt(new_var + eps) + beta
+        if update in ("in_place", "in_place_y"):
+            running_mean[...] = new_mean
+            running_var[...] = new_var
+            if update == "in_place_y":
+                return y
+            return y, running_mean, running_var
+        if update == "y_only":
+            return y
+        return y, new_mean, new_var
+
+    return batch_norm_train
+
+
+def _train_in_place_torch(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    """torch tensors sharing the caller's memory, updated with in-place ops (as nn.BatchNorm1d does)."""
+    mu, var, n = _batch_stats("torch", x)
+    rm, rv = torch.from_numpy(running_mean), torch.from_numpy(running_var)
+    rm.mul_(1 - momentum).add_(momentum * torch.from_numpy(mu))
+    rv.mul_(1 - momentum).add_(momentum * torch.from_numpy(var * n / (n - 1)))
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta, running_mean, running_var
+
+
+def _train_augmented(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    """Augmented assignment on the arguments: in place."""
+    mu, var, n = _batch_stats("numpy", x)
+    running_mean *= 1 - momentum
+    running_mean += momentum * mu
+    running_var *= 1 - momentum
+    running_var += momentum * var * n / (n - 1)
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta, running_mean, running_var
+
+
+def _without_momentum(base):
+    def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+        return base(x, gamma, beta, running_mean, running_var, eps=eps)
+
+    return batch_norm_train
+
+
+def _forgets(base, index):
+    """Right, except that running statistic ``index`` (1: mean, 2: var) comes back as it was passed in."""
+    def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+        out = list(base(x, gamma, beta, running_mean, running_var, momentum, eps))
+        out[index] = np.array((running_mean, running_var)[index - 1], copy=True)
+        return tuple(out)
+
+    return batch_norm_train
+
+
+def _train_mutants():
+    made = []
+
+    def add(planted, function, label):
+        function.__name__ = function.__qualname__ = "batch_norm_train"
+        made.append(mutant(NB, "batch_norm_train", _ids("bn", *planted), function, f"train/{label}"))
+
+    for style in TRAIN_STYLES:
+        for form in ("standard", "increment", "lerp"):
+            add(["momentum_reversed"], _train(style, weight="reversed", form=form), f"reversed/{style}/{form}")
+            add(["momentum_ignored"], _train(style, weight="ignored", form=form), f"ignored/{style}/{form}")
+            add(["running_not_updated"], _train(style, weight="none", form=form), f"none/{style}/{form}")
+            add(["momentum_hardcoded"], _train(style, weight="hard", form=form), f"hard/{style}/{form}")
+            add(["running_var_biased"], _train(style, var_stat="biased", form=form), f"biased/{style}/{form}")
+            add(["running_in_place"], _train(style, update="in_place", form=form), f"in_place/{style}/{form}")
+            add(["running_not_returned"], _train(style, update="y_only", form=form), f"y_only/{style}/{form}")
+        add(["momentum_reversed", "running_var_biased"], _train(style, weight="reversed", var_stat="biased"),
+            f"reversed+biased/{style}")
+        add(["momentum_ignored", "running_var_biased"], _train(style, weight="ignored", var_stat="biased"),
+            f"ignored+biased/{style}")
+        add(["momentum_reversed", "running_std"], _train(style, weight="reversed", var_stat="std"),
+            f"reversed+std/{style}")
+        add(["running_std"], _train(style, var_stat="std"), f"std/{style}")
+        add(["running_std"], _train(style, var_stat="std", form="increment"), f"std/{style}/increment")
+        add(["running_std", "running_var_biased"], _train(style, var_stat="std_biased"), f"std_biased/{style}")
+        add(["running_std", "running_var_biased", "running_var_eps"], _train(style, var_stat="std_eps"),
+            f"std_eps/{style}")
+        add(["running_var_eps"], _train(style, var_stat="unbiased_eps"), f"var_eps/{style}")
+        add(["running_var_eps"], _train(style, var_stat="unbiased_eps", form="lerp"), f"var_eps/{style}/lerp")
+        add(["running_var_eps", "running_var_biased"], _train(style, var_stat="biased_eps"), f"biased_eps/{style}")
+        add(["running_var_eps", "momentum_reversed"], _train(style, var_stat="unbiased_eps", weight="reversed"),
+            f"var_eps+reversed/{style}")
+        add(["running_var_biased", "running_wrong_axes"], _train(style, axes="all", var_stat="biased"),
+            f"all+biased/{style}")
+        for form in ("standard", "increment"):
+            add(["running_wrong_axes"], _train(style, axes="axis0", form=form), f"axis0/{style}/{form}")
+            add(["running_wrong_axes"], _train(style, axes="all", form=form), f"all/{style}/{form}")
+            add(["running_wrong_axes", "momentum_reversed"], _train(style, axes="all", weight="reversed", form=form),
+                f"all+reversed/{style}/{form}")
+            add(["train_uses_running"], _train(style, norm="running_old", form=form), f"uses_old/{style}/{form}")
+            add(["train_uses_running"], _train(style, norm="running_new", form=form), f"uses_new/{style}/{form}")
+        add(["running_in_place", "running_not_returned"], _train(style, update="in_place_y"), f"in_place_y/{style}")
+        add(["running_in_place", "running_not_returned"], _train(style, update="in_place_y", form="increment"),
+            f"in_place_y/{style}/increment")
+        add(["train_uses_running"], _train(style, norm="running_old", weight="reversed"), f"uses_old+rev/{style}")
+        # mistakes of the output, carried over from batch_norm
+        add(["unbiased_variance"], _train(style, y_stat="unbiased"), f"y_unbiased/{style}")
+        add(["eps_outside_sqrt"], _train(style, y_stat="outside"), f"y_outside/{style}")
+    for base in CORRECT_TRAINS + impl.CORRECT_TRAINS:  # a helper called without passing momentum on
+        add(["momentum_hardcoded"], _without_momentum(base), f"hard/helper/{base.__name__}")
+        add(["running_not_updated"], _forgets(base, 1), f"none/forgets_mean/{base.__name__}")
+        add(["running_not_updated"], _forgets(base, 2), f"none/forgets_var/{base.__name__}")
+    add(["running_in_place"], _train_in_place_torch, "in_place/torch_shared")
+    add(["running_in_place"], _train_augmented, "in_place/augmented")
+    return made
+
+
+def _eval(style, centre="running", stat="running", scale="right", affine="right", update=None):
+    """A batch_norm_eval built from the given choices.
+
+    centre: "running", "batch" or "none"; stat: the variance used ("running", "batch", "batch_unbiased");
+    scale: as in _scale_np; update: None, "after" (running statistics updated in place after y is computed),
+    "before" (updated in place with the batch, then used).
+    """
+    def batch_norm_eval(x, gamma, beta, running_mean, running_var, eps=1e-5):
+        d = x.shape[-1]
+        flat = x.reshape(-1, d)
+        n = flat.shape[0]
+        if style == "torch":
+            t = torch.from_numpy(np.ascontiguousarray(flat))
+            mu, var = t.mean(dim=0).numpy(), t.var(dim=0, unbiased=False).numpy()
+        elif style == "loop":
+            mu = np.array([math.fsum(flat[:, k]) / n for k in range(d)])
+            var = np.array([math.fsum((flat[:, k] - mu[k]) ** 2) / n for k in range(d)])
+        else:
+            mu = flat.mean(axis=0)
+            var = ((flat - mu) ** 2).mean(axis=0)
+        if update == "before":
+            running_mean *= 0.9
+            running_mean += 0.1 * mu
+            running_var *= 0.9
+            running_var += 0.1 * var * n / max(n - 1, 1)
+        c = {"running": running_mean, "batch": mu, "none": 0.0}[centre]
+        v = {"running": running_var, "batch": var, "batch_unbiased": var * n / max(n - 1, 1)}[stat]
+        s = _scale_np(v, eps, scale)
+        if style == "rsqrt":
+            z = (x - c) * (1.0 / s)
+        else:
+            z = (x - c) / s
+        out = _affine(z, gamma, beta, affine)
+        if update == "after":
+            running_mean[...] = 0.9 * running_mean + 0.1 * mu
+            running_var[...] = 0.9 * running_var + 0.1 * var
+        return out
+
+    return batch_norm_eval
+
+
+EVAL_STYLES = ["numpy", "torch", "loop", "rsqrt"]
+
+
+def _eval_mutants():
+    made = []
+
+    def add(planted, function, label):
+        function.__name__ = function.__qualname__ = "batch_norm_eval"
+        made.append(mutant(NB, "batch_norm_eval", _ids("bn", *planted), function, f"eval/{label}"))
+
+    for style in EVAL_STYLES:
+        for stat in ("batch", "batch_unbiased"):
+            add(["eval_uses_batch_stats"], _eval(style, centre="batch", stat=stat), f"batch/{style}/{stat}")
+            add(["eval_uses_batch_stats"], _eval(style, stat=stat), f"batch_var/{style}/{stat}")
+            add(["eval_uses_batch_stats", "eps_outside_sqrt"], _eval(style, centre="batch", stat=stat,
+                                                                      scale="outside"), f"batch+outside/{style}/{stat}")
+        add(["eval_uses_batch_stats"], _eval(style, centre="batch"), f"batch_mean/{style}")
+        add(["eval_uses_batch_stats"], _eval(style, centre="batch", affine="right_fma"), f"batch_mean/{style}/fma")
+        add(["eval_uses_batch_stats", "eps_ignored"], _eval(style, centre="batch", stat="batch", scale="no_eps"),
+            f"batch+no_eps/{style}")
+        add(["eval_updates_running"], _eval(style, update="after"), f"updates_after/{style}")
+        add(["eval_updates_running"], _eval(style, update="after", affine="right_fma"), f"updates_after/{style}/fma")
+        add(["eval_updates_running", "eval_uses_batch_stats"], _eval(style, update="before"),
+            f"updates_before/{style}")
+        add(["eval_updates_running", "eval_uses_batch_stats"], _eval(style, update="before", affine="right_fma"),
+            f"updates_before/{style}/fma")
+        add(["eval_updates_running", "eval_uses_batch_stats"], _eval(style, update="after", centre="batch"),
+            f"updates_after+batch/{style}")
+        add(["eval_updates_running", "eval_uses_batch_stats"], _eval(style, update="after", stat="batch"),
+            f"updates_after+batch_var/{style}")
+        # the forward mistakes, on the running statistics
+        add(["eps_outside_sqrt"], _eval(style, scale="outside"), f"outside/{style}")
+        add(["eps_ignored"], _eval(style, scale="no_eps"), f"no_eps/{style}")
+        add(["no_sqrt"], _eval(style, scale="var_eps"), f"no_sqrt/{style}")
+        add(["not_scaled"], _eval(style, scale="ones"), f"not_scaled/{style}")
+        add(["not_centred"], _eval(style, centre="none"), f"not_centred/{style}")
+        add(["eps_hardcoded"], _eval(style, scale=("fixed", 1e-5)), f"eps_hardcoded/{style}")
+        for affine, planted in [("swapped", ["affine_swapped"]), ("beta_ignored", ["beta_ignored"]),
+                                ("gamma_ignored", ["gamma_ignored"]), ("shift_before_gain", ["shift_before_gain"]),
+                                ("beta_subtracted", ["beta_subtracted"]), ("gamma_squared", ["affine_misapplied"])]:
+            add(planted, _eval(style, affine=affine), f"{affine}/{style}")
+    return made
+
+
+# ---------------------------------------------------------------- correct variants
+def train_calls_batch_norm(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    y = solution(NB, "batch_norm")(x, gamma, beta, eps)
+    flat = x.reshape(-1, x.shape[-1])
+    return y, running_mean + momentum * (flat.mean(axis=0) - running_mean), \
+        (1 - momentum) * running_var + momentum * np.var(flat, axis=0, ddof=1)
+
+
+def train_torch(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    t = torch.from_numpy(x).reshape(-1, x.shape[-1])
+    mu, var = t.mean(dim=0), t.var(dim=0, correction=0)
+    y = (t - mu) / torch.sqrt(var + eps) * torch.from_numpy(gamma) + torch.from_numpy(beta)
+    rm = torch.lerp(torch.from_numpy(running_mean), mu, momentum)
+    rv = torch.lerp(torch.from_numpy(running_var), t.var(dim=0, unbiased=True), momentum)
+    return y.reshape(x.shape).numpy(), rm.numpy(), rv.numpy()
+
+
+def train_loop(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    d = x.shape[-1]
+    flat = x.reshape(-1, d)
+    n = flat.shape[0]
+    y = np.empty_like(flat)
+    new_mean, new_var = np.empty(d), np.empty(d)
+    for k in range(d):
+        column = flat[:, k]
+        m = math.fsum(column) / n
+        ss = math.fsum((column - m) ** 2)
+        y[:, k] = gamma[k] * (column - m) / math.sqrt(ss / n + eps) + beta[k]
+        new_mean[k] = (1 - momentum) * running_mean[k] + momentum * m
+        new_var[k] = (1 - momentum) * running_var[k] + momentum * ss / (n - 1)
+    return y.reshape(x.shape), new_mean, new_var
+
+
+def train_copy_then_in_place(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
+    """Copies first, then in-place arithmetic on the copies: the caller's arrays stay as they were."""
+    mu, var, n = _batch_stats("numpy", x)
+    new_mean, new_var = running_mean.copy(), np.array(running_var)
+    new_mean *= 1 - momentum
+    new_mean += momentum * mu
+    new_var *= 1 - momentum
+    new_var += momentum * var * n / (n - 1)
+    return gamma * (x - mu) / np.sqrt(var + eps) + beta, new_mean, new_var
+
+
+def eval_flat(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    flat = x.reshape(-1, x.shape[-1])
+    return ((flat - running_mean) / np.sqrt(running_var + eps) * gamma + beta).reshape(x.shape)
+
+
+def eval_torch(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    t = torch.from_numpy(x)
+    out = (t - torch.from_numpy(running_mean)) * torch.rsqrt(torch.from_numpy(running_var) + eps)
+    return (out * torch.from_numpy(gamma) + torch.from_numpy(beta)).numpy()
+
+
+def eval_folded(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    """Folded into one scale and one shift per feature, as inference engines do."""
+    a = gamma / np.sqrt(running_var + eps)
+    return a * x + (beta - a * running_mean)
+
+
+def eval_loop(x, gamma, beta, running_mean, running_var, eps=1e-5):
+    out = np.empty_like(x)
+    for k in range(x.shape[-1]):
+        out[..., k] = gamma[k] * (x[..., k] - running_mean[k]) / math.sqrt(running_var[k] + eps) + beta[k]
+    return out
+
+
+CORRECT_TRAINS = [train_calls_batch_norm, train_torch, train_loop, train_copy_then_in_place]
+CORRECT_EVALS = [eval_flat, eval_torch, eval_folded, eval_loop]
+
+
+def _correct_running():
+    found = [Correct(NB, "batch_norm_train", solution(NB, "batch_norm_train"), "batch_norm_train/solution"),
+             Correct(NB, "batch_norm_eval", solution(NB, "batch_norm_eval"), "batch_norm_eval/solution")]
+    for function in CORRECT_TRAINS + impl.CORRECT_TRAINS:
+        found.append(Correct(NB, "batch_norm_train", function, f"batch_norm_train/{function.__name__}"))
+    for function in CORRECT_EVALS + impl.CORRECT_EVALS:
+        found.append(Correct(NB, "batch_norm_eval", function, f"batch_norm_eval/{function.__name__}"))
+    for style in TRAIN_STYLES:  # the builders' own correct choices
+        for form in ("standard", "increment", "lerp"):
+            found.append(Correct(NB, "batch_norm_train", _train(style, form=form), f"batch_norm_train/builder/{style}/{form}"))
+    for style in EVAL_STYLES:
+        found.append(Correct(NB, "batch_norm_eval", _eval(style), f"batch_norm_eval/builder/{style}"))
+        found.append(Correct(NB, "batch_norm_eval", _eval(style, affine="right_fma"),
+                             f"batch_norm_eval/builder/{style}/fma"))
+    return found
+
+
 # Every id of grader/catalogue/bn_vs_ln.py is planted by some mutant below; none is unreachable.
 UNREACHABLE: set = set()
-MUTANTS = _forward_mutants("ln") + _forward_mutants("bn") + _probe_mutants()
-CORRECT = _correct()
+MUTANTS = _forward_mutants("ln") + _forward_mutants("bn") + _probe_mutants() + _train_mutants() + _eval_mutants()
+CORRECT = _correct() + _correct_running()

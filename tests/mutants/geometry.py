@@ -1,10 +1,10 @@
-"""Mutants of 02_geometry: wrong ``centering_matrix`` and ``invariance_gap`` with known mistakes, and correct variants.
+"""Mutants of 02_geometry: wrong ``complement_projection`` and ``invariance_gap`` with known mistakes, and correct variants.
 
-``centering_matrix``: most mistakes are a wrong pair (alpha, beta) in P = alpha I + beta 1 1^T,
-each written in a dozen *styles* (np.eye and np.full, np.outer, a broadcast scalar, loops,
-fill_diagonal, einsum, a list comprehension...) and two spellings of its coefficients; the
-unstructured ones (not symmetric, unequal off-diagonal entries, a vector, a special case for
-d = 1) are small hand-written families.
+``complement_projection``: the answer is "identity minus the projection onto the span of V's
+columns", so a mutant is a wrong stand-in for that span projection (unnormalised columns, single
+columns summed or chained, a basis that keeps dependent columns, one column only, V read as rows)
+crossed with several spellings of "identity minus it"; returning the span projection itself is its
+own family.
 
 ``invariance_gap``: a recipe gap = reduce(norm(move(x, a, c)), norm(ref(x))) whose three steps
 can each be written right or wrong, run in three styles (moved input first, reference first,
@@ -22,366 +22,169 @@ from tests.implementations import geometry as impl
 from tests.mutants import Correct, mutant
 
 NB = "02_geometry"
-CM, GAP = "centering_matrix", "invariance_gap"
+PROJ, GAP = "complement_projection", "invariance_gap"
 
 
-# ============================================================================ centering_matrix
-def _ones(d):
-    return np.ones(d)
+# ============================================================================ complement_projection
+# A projection is assembled in two steps: a matrix M for the part to remove (the projection onto the
+# span, or a mistaken stand-in for it), then "identity minus M". Each step has several spellings.
+def _gram_schmidt_basis(V, tol=1e-10):
+    basis = []
+    scale = max(1.0, float(np.abs(V).max()))
+    for v in V.T:
+        w = np.array(v, dtype=np.float64)
+        for q in basis:
+            w = w - (q @ w) * q
+        if np.linalg.norm(w) > tol * scale:
+            basis.append(w / np.linalg.norm(w))
+    return np.array(basis).T if basis else np.zeros((V.shape[0], 0))
 
 
-# style name -> builder(d, alpha, beta) of alpha I + beta 1 1^T
-STYLES = {
-    "eye_full": lambda d, a, b: a * np.eye(d) + np.full((d, d), b),
-    "outer": lambda d, a, b: a * np.eye(d) + b * np.outer(_ones(d), _ones(d)),
-    "ones_matrix": lambda d, a, b: a * np.identity(d) + b * np.ones((d, d)),
-    "scalar": lambda d, a, b: a * np.eye(d) + b,
-    "column_row": lambda d, a, b: a * np.eye(d) + b * (_ones(d)[:, None] @ _ones(d)[None, :]),
-    "einsum": lambda d, a, b: a * np.eye(d) + b * np.einsum("i,j->ij", _ones(d), _ones(d)),
-    "diag": lambda d, a, b: np.diag(np.full(d, float(a))) + b * np.ones((d, d)),
-    "tile": lambda d, a, b: a * np.eye(d) + np.tile(float(b), (d, d)),
+def _svd_basis(V):
+    U, s, _ = np.linalg.svd(V, full_matrices=False)
+    return U[:, s > 1e-10 * s.max()]
+
+
+def _eigh_basis(V):
+    w, U = np.linalg.eigh(V @ V.T)
+    return U[:, w > 1e-10 * w.max()]
+
+
+SPAN_OK = {  # the projection onto span(V), robust to dependent columns
+    "pinv": lambda V: V @ np.linalg.pinv(V),
+    "gram_schmidt": lambda V: _gram_schmidt_basis(V) @ _gram_schmidt_basis(V).T,
+    "svd": lambda V: _svd_basis(V) @ _svd_basis(V).T,
+    "lstsq": lambda V: V @ np.linalg.lstsq(V, np.eye(V.shape[0]), rcond=None)[0],
+    "pinv_gram": lambda V: V @ np.linalg.pinv(V.T @ V) @ V.T,
+    "eigh": lambda V: _eigh_basis(V) @ _eigh_basis(V).T,
+    "outer_sum": lambda V: sum(np.outer(q, q) for q in _gram_schmidt_basis(V).T),
+}
+COMPLEMENT_OK = {  # identity minus M, spelled several ways
+    "eye": lambda M: np.eye(M.shape[0]) - M,
+    "identity": lambda M: np.identity(M.shape[0]) - M,
+    "diag": lambda M: np.diag(np.ones(M.shape[0])) - M,
+    "in_place": lambda M: _minus_in_place(M),
 }
 
 
-def _loops(d, a, b):
-    P = np.zeros((d, d))
-    for i in range(d):
-        for j in range(d):
-            P[i, j] = (a if i == j else 0.0) + b
+def _minus_in_place(M):
+    P = -np.array(M, dtype=np.float64)
+    P[np.diag_indices(P.shape[0])] += 1.0
     return P
 
 
-def _fill_diagonal(d, a, b):
-    P = np.full((d, d), float(b))
-    np.fill_diagonal(P, a + b)
-    return P
+def _projection(span, complement=COMPLEMENT_OK["eye"]):
+    def complement_projection(V):
+        return complement(span(V))
+
+    return complement_projection
 
 
-def _list_comprehension(d, a, b):
-    return np.array([[a * (i == j) + b for j in range(d)] for i in range(d)], dtype=np.float64)
-
-
-def _columns(d, a, b):
-    """Column by column: the image of each basis vector."""
-    return np.stack([a * np.eye(d)[:, j] + b * _ones(d) for j in range(d)], axis=1)
-
-
-STYLES.update(loops=_loops, fill_diagonal=_fill_diagonal, list_comprehension=_list_comprehension, columns=_columns)
-
-
-def _structured(coefficients):
-    """A centering_matrix for each style: P = alpha I + beta 1 1^T with (alpha, beta) = coefficients(d)."""
-    def build(style):
-        def centering_matrix(d):
-            a, b = coefficients(d)
-            return STYLES[style](d, a, b)
-
-        return centering_matrix
-
-    return build
-
-
-# id -> {spelling: coefficients(d)}; two spellings of the same mistake
-STRUCTURED = {
-    "geo.identity_returned": {"eye": lambda d: (1.0, 0.0), "zero_mean_part": lambda d: (1.0, 0.0 * d)},
-    "geo.mean_projector": {"one_over_d": lambda d: (0.0, 1.0 / d),
-                           "mean_weights": lambda d: (0.0, np.mean(_ones(d)) / d)},
-    "geo.missing_one_over_d": {"minus_one": lambda d: (1.0, -1.0), "ones_unscaled": lambda d: (1.0, -np.ones(1)[0])},
-    "geo.divided_twice": {"d_squared": lambda d: (1.0, -1.0 / d**2), "over_d_over_d": lambda d: (1.0, -(1.0 / d) / d)},
-    "geo.d_minus_one": {"d_minus_one": lambda d: (1.0, -1.0 / (d - 1)),
-                        "bessel": lambda d: (1.0, -1.0 / max(d - 1, 1))},
-    "geo.diagonal_only": {"diag_shift": lambda d: (1.0 - 1.0 / d, 0.0),
-                          "eye_minus_eye_over_d": lambda d: ((d - 1) / d, 0.0)},
-    "geo.sign_flipped": {"flipped": lambda d: (-1.0, 1.0 / d), "negated": lambda d: (-(1.0), -(-1.0 / d))},
-    "geo.wrong_coefficient": {"two_over_d": lambda d: (1.0, -2.0 / d), "half_over_d": lambda d: (1.0, -0.5 / d),
-                              "sqrt_d": lambda d: (1.0, -1.0 / np.sqrt(d)),
-                              "d_plus_one": lambda d: (1.0, -1.0 / (d + 1)),
-                              "minus_half": lambda d: (1.0, -0.5)},
+# the part to remove, wrong in a known way
+SPAN_UNNORMALISED = {
+    "matmul": lambda V: V @ V.T,
+    "dot": lambda V: np.dot(V, V.T),
+    "einsum": lambda V: np.einsum("ik,jk->ij", V, V),
+    "outer_sum": lambda V: sum(np.outer(v, v) for v in V.T),
+    "loop": lambda V: _outer_loop(V, lambda v: 1.0),
+}
+SPAN_SINGLES = {  # each column's own projection, summed: right for orthogonal columns only
+    "outer_sum": lambda V: sum(np.outer(v, v) / (v @ v) for v in V.T),
+    "normalised_columns": lambda V: (V / np.linalg.norm(V, axis=0)) @ (V / np.linalg.norm(V, axis=0)).T,
+    "loop": lambda V: _outer_loop(V, lambda v: 1.0 / (v @ v)),
+    "einsum": lambda V: np.einsum("ik,jk->ij", V / np.sqrt((V * V).sum(0)), V / np.sqrt((V * V).sum(0))),
+    "diag_gram": lambda V: V @ np.diag(1.0 / np.diag(V.T @ V)) @ V.T,
+}
+# exact only for independent columns (np.linalg.solve on the singular Gram matrix is left out: whether it
+# raises or, by luck of rounding, returns a valid generalised inverse depends on the last bits)
+SPAN_DEPENDENT = {
+    "inv_gram": lambda V: V @ np.linalg.inv(V.T @ V) @ V.T,
+    "inv_gram_grouped": lambda V: (V @ np.linalg.inv(V.T @ V)) @ V.T,
+    "qr": lambda V: np.linalg.qr(V)[0] @ np.linalg.qr(V)[0].T,
+    "svd_all": lambda V: np.linalg.svd(V, full_matrices=False)[0] @ np.linalg.svd(V, full_matrices=False)[0].T,
+    "gram_schmidt_no_tol": lambda V: _gram_schmidt_basis(V, tol=0.0) @ _gram_schmidt_basis(V, tol=0.0).T,
+    "cholesky": lambda V: _cholesky_span(V),
+}
+SPAN_ONE = {  # one column only
+    "first": lambda V: np.outer(V[:, 0], V[:, 0]) / (V[:, 0] @ V[:, 0]),
+    "last": lambda V: np.outer(V[:, -1], V[:, -1]) / (V[:, -1] @ V[:, -1]),
+    "first_pinv": lambda V: V[:, :1] @ np.linalg.pinv(V[:, :1]),
+    "early_return": lambda V: _first_in_loop(V),
+    "unit_first": lambda V: np.outer(V[:, 0] / np.linalg.norm(V[:, 0]), V[:, 0] / np.linalg.norm(V[:, 0])),
+}
+SPAN_ROWS = {  # V read as (k, d): the result is k by k
+    "pinv": lambda V: V.T @ np.linalg.pinv(V.T),
+    "gram_schmidt": lambda V: _gram_schmidt_basis(V.T) @ _gram_schmidt_basis(V.T).T,
+    "svd": lambda V: _svd_basis(V.T) @ _svd_basis(V.T).T,
+    "lstsq": lambda V: V.T @ np.linalg.lstsq(V.T, np.eye(V.shape[1]), rcond=None)[0],
+    "pinv_gram": lambda V: V.T @ np.linalg.pinv(V @ V.T) @ V,
 }
 
 
-def _centering_structured():
+def _outer_loop(V, weight):
+    M = np.zeros((V.shape[0], V.shape[0]))
+    for j in range(V.shape[1]):
+        v = V[:, j]
+        M += weight(v) * np.outer(v, v)
+    return M
+
+
+def _first_in_loop(V):
+    for v in V.T:
+        return np.outer(v, v) / (v @ v)
+
+
+def _cholesky_span(V):
+    L = np.linalg.cholesky(V.T @ V)
+    Q = np.linalg.solve(L, V.T).T  # V L^-T: orthonormal columns when L exists
+    return Q @ Q.T
+
+
+def _chained(order, weight):
+    def complement_projection(V):
+        d = V.shape[0]
+        P = np.eye(d)
+        columns = list(V.T) if order == "forward" else list(V.T)[::-1]
+        for v in columns:
+            step = np.eye(d) - weight(v) * np.outer(v, v)
+            P = P @ step if order != "left" else step @ P
+        return P
+
+    return complement_projection
+
+
+def _projection_mutants():
     found = []
-    for mistake, spellings in STRUCTURED.items():
-        for spelling, coefficients in spellings.items():
-            build = _structured(coefficients)
-            for style in STYLES:
-                found.append(mutant(NB, CM, mistake, build(style), f"{CM}/{mistake}/{spelling}/{style}"))
+    families = (("geo.not_normalised", SPAN_UNNORMALISED), ("geo.orthogonality_assumed", SPAN_SINGLES),
+                ("geo.dependent_columns", SPAN_DEPENDENT), ("geo.one_direction_only", SPAN_ONE),
+                ("geo.rows_for_columns", SPAN_ROWS))
+    for mistake, spans in families:
+        for (name, span), (cname, complement) in itertools.product(spans.items(), COMPLEMENT_OK.items()):
+            found.append(mutant(NB, PROJ, mistake, _projection(span, complement), f"{PROJ}/{mistake}/{name}/{cname}"))
+    for order in ("forward", "backward", "left"):
+        for wname, weight in (("over_vv", lambda v: 1.0 / (v @ v)), ("unit", lambda v: 1.0 / np.linalg.norm(v) ** 2)):
+            found.append(mutant(NB, PROJ, "geo.orthogonality_assumed", _chained(order, weight),
+                                f"{PROJ}/orthogonality_assumed/chained/{order}/{wname}"))
+    # the span itself returned: M, or M written as "identity minus the complement" the wrong way round
+    for (name, span), how in itertools.product(SPAN_OK.items(), ("as_is", "copy", "twice_minus")):
+        if how == "as_is":
+            function = span
+        elif how == "copy":
+            function = (lambda V, span=span: np.array(span(V), dtype=np.float64, copy=True))
+        else:  # I - (I - M) = M
+            function = (lambda V, span=span: np.eye(V.shape[0]) - (np.eye(V.shape[0]) - span(V)))
+        found.append(mutant(NB, PROJ, "geo.span_not_complement", function, f"{PROJ}/span_not_complement/{name}/{how}"))
+    # No two-mistake family here: with one column only, V = 1, the first test case cannot show a mistake
+    # about several columns, so the first failure names the other mistake alone.
     return found
 
 
-def _integer_division(d):
-    """1 // d is 0 for every d > 1: nothing is subtracted."""
-    return np.eye(d) - np.ones((d, d)) * (1 // d)
-
-
-def _floor_mean_part(d):
-    return np.eye(d) - np.ones((d, d)) // d
-
-
-# ---------------------------------------------------------------------------- the inner product
-INNERS = {
-    "matmul": lambda o: o @ o,
-    "dot": lambda o: np.dot(o, o),
-    "transpose": lambda o: o.T @ o,
-    "transpose_right": lambda o: o @ o.T,
-    "inner": lambda o: np.inner(o, o),
-    "vdot": lambda o: np.vdot(o, o),
-    "method": lambda o: o.dot(o),
-    "np_matmul": lambda o: np.matmul(o, o),
-    "row_column": lambda o: o[None, :] @ o[:, None],
-    "einsum": lambda o: np.einsum("i,i->", o, o),
-    "tensordot": lambda o: np.tensordot(o, o, axes=1),
-    "sum_of_products": lambda o: np.sum(o * o),
-}
-
-
-def _inner_product(how, divided):
-    def centering_matrix(d):
-        ones = np.ones(d)
-        J = INNERS[how](ones)  # the number d, not the matrix 1 1^T
-        return np.eye(d) - (J / d if divided else J)
-
-    return centering_matrix
-
-
-def _centering_inner():
-    found = []
-    for how in INNERS:
-        found.append(mutant(NB, CM, "geo.inner_product", _inner_product(how, True), f"{CM}/inner/{how}/over_d"))
-        found.append(mutant(NB, CM, ("geo.inner_product", "geo.missing_one_over_d"), _inner_product(how, False),
-                            f"{CM}/inner+missing_1_over_d/{how}"))
-    return found
-
-
-# ---------------------------------------------------------------------------- a vector
-VECTORS = {
-    "ones_minus": lambda d: np.ones(d) - 1.0 / d,
-    "one_minus_ones": lambda d: 1 - np.ones(d) / d,
-    "full": lambda d: np.full(d, 1.0 - 1.0 / d),
-    "eye_row": lambda d: np.eye(d)[0] - 1.0 / d,
-    "eye_column": lambda d: np.eye(d)[:, 0] - np.ones(d) / d,
-    "diagonal": lambda d: np.diag(np.eye(d) - np.ones((d, d)) / d),
-    "diagonal_method": lambda d: (np.eye(d) - 1.0 / d).diagonal().copy(),
-    "first_row": lambda d: (np.eye(d) - np.ones((d, d)) / d)[0],
-    "last_row": lambda d: (np.eye(d) - np.ones((d, d)) / d)[-1],
-    "row_sums": lambda d: (np.eye(d) - np.ones((d, d)) / d).sum(axis=0),
-    "column_means": lambda d: (np.eye(d) - np.ones((d, d)) / d).mean(axis=1),
-    "ones_vector_mean": lambda d: np.ones(d) - np.mean(np.ones(d)) / d,
-    "centred_ones": lambda d: np.ones(d) - np.ones(d).mean(),
-    "centred_range": lambda d: np.arange(d, dtype=float) - (d - 1) / 2,
-    "eye_minus_vector_diag": lambda d: np.diag(np.eye(d)) - np.ones(d) / d,
-    "linspace": lambda d: np.linspace(1 - 1 / d, 1 - 1 / d, d),
-    "repeat": lambda d: np.repeat(1.0 - 1.0 / d, d),
-    "outer_of_scalar": lambda d: np.ones(d) - np.ones(d) @ np.ones((d, d)) / d**2,
-    "inner_broadcast": lambda d: np.eye(d)[0] - np.ones(d) * (np.ones(d) @ np.ones(d)) / d**2,
-    "max_of_rows": lambda d: (np.eye(d) - np.ones((d, d)) / d).max(axis=1),
-}
-
-
-def _vector(build):
-    def centering_matrix(d):
-        return np.asarray(build(d), dtype=np.float64)
-
-    return centering_matrix
-
-
-# ---------------------------------------------------------------------------- d = 1 special-cased
-ONE_BY_ONE = {"eye": lambda: np.eye(1), "ones": lambda: np.ones((1, 1)), "array": lambda: np.array([[1.0]]),
-              "identity": lambda: np.identity(1)}
-
-
-def _d1_identity(style, special):
-    def centering_matrix(d):
-        if d == 1:  # "one feature: nothing to centre"
-            return ONE_BY_ONE[special]()
-        return STYLES[style](d, 1.0, -1.0 / d)
-
-    return centering_matrix
-
-
-def _d1_guarded_divisor(style):
-    """Divides by max(d - 1, 1) ... only at d = 1, where the mean part is then dropped."""
-    def centering_matrix(d):
-        return STYLES[style](d, 1.0, -1.0 / d if d > 1 else 0.0)
-
-    return centering_matrix
-
-
-# ---------------------------------------------------------------------------- not symmetric
-def _triangle(kind, k):
-    def centering_matrix(d):
-        mask = np.tril(np.ones((d, d)), k) if kind == "tril" else np.triu(np.ones((d, d)), k)
-        return np.eye(d) - mask / d
-
-    return centering_matrix
-
-
-def _running_mean_lower(d):
-    P = np.eye(d)
-    for i in range(d):
-        P[i, : i + 1] -= 1.0 / (i + 1)
-    return P
-
-
-def _running_mean_upper(d):
-    P = np.eye(d)
-    for i in range(d):
-        P[i, i:] -= 1.0 / (d - i)
-    return P
-
-
-def _loop_bounds(rows, columns):
-    """Loops over the wrong ranges: rows(d, i) and columns(d, i) give the indices touched."""
-    def centering_matrix(d):
-        P = np.eye(d)
-        for i in rows(d):
-            for j in columns(d, i):
-                P[i, j] -= 1.0 / d
-        return P
-
-    return centering_matrix
-
-
-def _one_line(which):
-    def centering_matrix(d):
-        P = np.eye(d)
-        if which == "first_row":
-            P[0] -= 1.0 / d
-        elif which == "first_column":
-            P[:, 0] -= 1.0 / d
-        elif which == "last_row":
-            P[-1, :] -= 1.0 / d
-        else:
-            P[:, -1] -= 1.0 / d
-        return P
-
-    return centering_matrix
-
-
-def _outer_with(left, right):
-    def centering_matrix(d):
-        return np.eye(d) - np.outer(left(d), right(d)) / d
-
-    return centering_matrix
-
-
-NOT_SYMMETRIC = {
-    **{f"tril_k{k}": _triangle("tril", k) for k in (0, -1, 1)},
-    **{f"triu_k{k}": _triangle("triu", k) for k in (0, 1, -1)},
-    "running_mean_lower": _running_mean_lower,
-    "running_mean_upper": _running_mean_upper,
-    "loop_j_up_to_i": _loop_bounds(lambda d: range(d), lambda d, i: range(i + 1)),
-    "loop_j_from_i": _loop_bounds(lambda d: range(d), lambda d, i: range(i, d)),
-    "loop_j_below_i": _loop_bounds(lambda d: range(d), lambda d, i: range(i)),
-    "loop_rows_from_1": _loop_bounds(lambda d: range(1, d), lambda d, i: range(d)),
-    "loop_columns_from_1": _loop_bounds(lambda d: range(d), lambda d, i: range(1, d)),
-    "loop_rows_to_d_minus_1": _loop_bounds(lambda d: range(d - 1), lambda d, i: range(d)),
-    **{f"only_{which}": _one_line(which) for which in ("first_row", "first_column", "last_row", "last_column")},
-    "outer_range_ones": _outer_with(lambda d: np.arange(d) / ((d - 1) / 2), lambda d: np.ones(d)),
-    "outer_ones_basis": _outer_with(lambda d: np.ones(d), lambda d: np.eye(d)[0] * d),
-    "outer_linspace": _outer_with(lambda d: np.linspace(0.5, 1.5, d), lambda d: np.ones(d)),
-}
-
-
-# ---------------------------------------------------------------------------- symmetric, unequal off-diagonal
-def _band(width, divisor):
-    def centering_matrix(d):
-        i, j = np.indices((d, d))
-        return np.eye(d) - (np.abs(i - j) <= width) / divisor(d, width)
-
-    return centering_matrix
-
-
-def _skip_index(skip):
-    def centering_matrix(d):
-        keep = [k for k in range(d) if k != skip(d)]
-        P = np.eye(d)
-        for i in keep:
-            for j in keep:
-                P[i, j] -= 1.0 / d
-        return P
-
-    return centering_matrix
-
-
-def _projector_off(vector):
-    """I - v v^T / (v . v): a projection, but onto the complement of v, not of 1."""
-    def centering_matrix(d):
-        v = vector(d)
-        return np.eye(d) - np.outer(v, v) / (v @ v)
-
-    return centering_matrix
-
-
-def _halves(d):
-    """Centres the first and the second half separately."""
-    P = np.eye(d)
-    h = d // 2
-    P[:h, :h] -= 1.0 / h
-    P[h:, h:] -= 1.0 / (d - h)
-    return P
-
-
-def _circulant(d):
-    P = np.eye(d)
-    for i in range(d):
-        for j in (i - 1, i, i + 1):
-            P[i, j % d] -= 1.0 / 3
-    return P
-
-
-UNEQUAL = {
-    **{f"band_{w}_over_{name}": _band(w, div) for w in (1, 2)
-       for name, div in (("d", lambda d, w: d), ("width", lambda d, w: 2 * w + 1))},
-    "skip_first": _skip_index(lambda d: 0),
-    "skip_last": _skip_index(lambda d: d - 1),
-    "skip_middle": _skip_index(lambda d: d // 2),
-    **{f"projector_{name}": _projector_off(v) for name, v in (
-        ("range", lambda d: np.arange(1.0, d + 1)), ("linspace", lambda d: np.linspace(1.0, 2.0, d)),
-        ("first_doubled", lambda d: np.r_[2.0, np.ones(d - 1)]), ("squares", lambda d: np.arange(1.0, d + 1) ** 2),
-        ("alternating", lambda d: 1.0 + 0.5 * (-1.0) ** np.arange(d)))},
-    "halves": _halves,
-    "circulant": _circulant,
-    "outer_range": lambda d: np.eye(d) - np.outer(np.arange(d), np.arange(d)) / d**2,
-    "outer_linspace_sym": lambda d: np.eye(d) - np.outer(np.linspace(0.5, 1.5, d), np.linspace(0.5, 1.5, d)) / d,
-    "ones_but_diag_zero": lambda d: np.eye(d) - (np.ones((d, d)) - np.eye(d)) / d - np.diag(np.arange(d) / d**2),
-    "hilbert": lambda d: np.eye(d) - 1.0 / (np.add.outer(np.arange(d), np.arange(d)) + 1) / d,
-    "skip_two": lambda d: _skip_index(lambda d: 1)(d) + _skip_index(lambda d: 0)(d) - np.eye(d),
-    "centred_pairs": lambda d: np.eye(d) - np.kron(np.eye(d // 2), np.ones((2, 2)) / 2) if d % 2 == 0 else
-    np.eye(d) - np.outer(np.arange(d), np.arange(d)) / (d * d),
-    "toeplitz": lambda d: np.eye(d) - np.exp(-np.abs(np.subtract.outer(np.arange(d), np.arange(d)))) / d,
-}
-
-
-def _centering_mutants():
-    found = _centering_structured() + _centering_inner()
-    found.append(mutant(NB, CM, "geo.identity_returned", _integer_division, f"{CM}/identity/integer_division"))
-    found.append(mutant(NB, CM, "geo.identity_returned", _floor_mean_part, f"{CM}/identity/floor_division"))
-    for name, build in VECTORS.items():
-        found.append(mutant(NB, CM, "geo.vector_for_matrix", _vector(build), f"{CM}/vector/{name}"))
-    for style, special in itertools.product(STYLES, ONE_BY_ONE):
-        if special in ("eye", "ones") or style in ("loops", "outer", "scalar"):
-            found.append(mutant(NB, CM, "geo.d1_not_zero", _d1_identity(style, special), f"{CM}/d1/{special}/{style}"))
-    for style in STYLES:
-        found.append(mutant(NB, CM, "geo.d1_not_zero", _d1_guarded_divisor(style), f"{CM}/d1/guarded/{style}"))
-    for name, function in NOT_SYMMETRIC.items():
-        found.append(mutant(NB, CM, "geo.not_symmetric", function, f"{CM}/not_symmetric/{name}"))
-    for name, function in UNEQUAL.items():
-        found.append(mutant(NB, CM, "geo.unequal_off_diagonal", function, f"{CM}/unequal/{name}"))
-    return found
-
-
-def _correct_centerings():
-    found = [Correct(NB, CM, f, f"{CM}/correct/impl/{f.__name__}") for f in impl.CORRECT_CENTERINGS]
-    found.append(Correct(NB, CM, solution(NB, CM), f"{CM}/correct/solution"))
-    for style in list(STYLES)[::2]:
-        found.append(Correct(NB, CM, _structured(lambda d: (1.0, -1.0 / d))(style), f"{CM}/correct/style/{style}"))
-    found.append(Correct(NB, CM, lambda d: np.eye(d) - np.ones((d, d)) * np.mean(np.ones(d)) / d, f"{CM}/correct/mean"))
-    found.append(Correct(NB, CM, lambda d: np.eye(d) - np.outer(np.ones(d) / np.sqrt(d), np.ones(d) / np.sqrt(d)),
-                         f"{CM}/correct/unit_vector"))
-    found.append(Correct(NB, CM, lambda d: np.linalg.inv(np.eye(d)) - np.full((d, d), d**-1.0),
-                         f"{CM}/correct/inverse_power"))
+def _correct_projections():
+    found = [Correct(NB, PROJ, f, f"{PROJ}/correct/impl/{f.__name__}") for f in impl.CORRECT_PROJECTIONS]
+    found.append(Correct(NB, PROJ, solution(NB, PROJ), f"{PROJ}/correct/solution"))
+    for j, ((name, span), (cname, complement)) in enumerate(itertools.product(SPAN_OK.items(), COMPLEMENT_OK.items())):
+        if j % 3 == 0:
+            found.append(Correct(NB, PROJ, _projection(span, complement), f"{PROJ}/correct/{name}/{cname}"))
     return found
 
 
@@ -703,6 +506,6 @@ def _correct_gaps():
     return found
 
 
-MUTANTS = _centering_mutants() + _gap_recipes() + _gap_families()
-CORRECT = _correct_centerings() + _correct_gaps()
+MUTANTS = _projection_mutants() + _gap_recipes() + _gap_families()
+CORRECT = _correct_projections() + _correct_gaps()
 UNREACHABLE: dict = {}

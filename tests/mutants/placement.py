@@ -509,3 +509,107 @@ def _corrects():
 MUTANTS = _mutants()
 CORRECT = _corrects()
 UNREACHABLE: dict = {}
+
+
+# ============================================================================ qk_norm_logits
+QK_EX = "qk_norm_logits"
+RMS_STYLES = ("mean_sq", "square", "linalg")
+PRODUCTS = ("matmul", "einsum", "moveaxis")
+GAIN_STYLES = ("each", "combined")
+
+
+def _qk(rms="mean_sq", product="matmul", gains="each", *, no_sqrt=False, l2=None, drop=(), centre=False,
+        axis=-1, raw=(), transposed=False, full_T=None, late_scale=False):
+    """A qk_norm_logits assembled from a writing style and zero or more planted mistakes."""
+    def normalise(v, eps):
+        if centre:
+            v = v - v.mean(axis=-1, keepdims=True)
+        if l2 is not None:
+            return v / np.linalg.norm(v, axis=-1, keepdims=True)
+        ax = axis
+        if rms == "mean_sq":
+            return v / np.sqrt(np.mean(v**2, axis=ax, keepdims=True) + eps)
+        if rms == "square":
+            return v * (1.0 / np.sqrt(np.square(v).mean(axis=ax, keepdims=True) + eps))
+        size = v.shape[-1] if ax == -1 else (v.shape[-2] if ax == -2 else v.shape[-1] * v.shape[-2])
+        return v / np.sqrt(np.linalg.norm(v, axis=ax, keepdims=True) ** 2 / size + eps)
+
+    def qk_norm_logits(q, k, g_q, g_k, eps=1e-6):
+        d_k = q.shape[-1]
+        q_n = q if "q" in raw else normalise(q, eps)
+        k_n = k if "k" in raw else normalise(k, eps)
+        gq = np.ones_like(g_q) if "g_q" in drop else g_q
+        gk = np.ones_like(g_k) if "g_k" in drop else g_k
+        if gains == "each":
+            q_n, k_n = q_n * gq, k_n * gk
+        else:
+            q_n = q_n * (gq * gk)
+        scale = 1.0 if no_sqrt or l2 == "no_sqrt" else 1.0 / np.sqrt(d_k)
+        if late_scale:
+            q_n = q_n * scale
+            scale = 1.0
+        if full_T == "T":
+            out = q_n @ k_n.T
+        elif full_T == "transpose":
+            out = np.matmul(q_n, np.transpose(k_n))
+        elif full_T == "method":
+            out = q_n @ k_n.transpose()
+        elif product == "matmul":
+            out = np.matmul(q_n, np.swapaxes(k_n, -1, -2))
+        elif product == "einsum":
+            out = np.einsum("...id,...jd->...ij", q_n, k_n)
+        else:
+            out = q_n @ np.moveaxis(k_n, -1, -2)
+        out = out * scale
+        return np.swapaxes(out, -1, -2) if transposed else out
+
+    return qk_norm_logits
+
+
+def _qk_styles():
+    return list(itertools.product(RMS_STYLES, PRODUCTS, GAIN_STYLES))
+
+
+QK_MISTAKES = {  # id(s) -> {label: keyword arguments of _qk}
+    "place.qk_missing_sqrt_dk": {"no_sqrt": dict(no_sqrt=True)},
+    "place.qk_l2_normalised": {"l2": dict(l2="keep_sqrt"), "l2_no_sqrt": dict(l2="no_sqrt")},
+    "place.qk_gain_missing": {"g_q": dict(drop=("g_q",)), "g_k": dict(drop=("g_k",)), "both": dict(drop=("g_q", "g_k"))},
+    "place.qk_mean_subtracted": {"centred": dict(centre=True), "centred_late": dict(centre=True, late_scale=True)},
+    "place.qk_norm_axis": {"tokens": dict(axis=-2), "whole": dict(axis=(-2, -1))},
+    "place.qk_unnormalised_side": {"q_raw": dict(raw=("q",)), "k_raw": dict(raw=("k",)), "both_raw": dict(raw=("q", "k"))},
+    "place.qk_transposed": {"keys_rows": dict(transposed=True), "keys_rows_late": dict(transposed=True, late_scale=True)},
+    ("place.qk_gain_missing", "place.qk_missing_sqrt_dk"): {"g_k_no_sqrt": dict(drop=("g_k",), no_sqrt=True)},
+}
+
+
+def _qk_mutants():
+    found = []
+    styles = _qk_styles()
+    for planted, variants in QK_MISTAKES.items():
+        tag = "+".join(planted) if isinstance(planted, tuple) else planted
+        for label, kwargs in variants.items():
+            chosen = styles if len(variants) < 3 or isinstance(planted, tuple) else styles[::2]
+            for rms, product, gains in chosen:
+                if kwargs.get("axis") == (-2, -1) and rms != "mean_sq":
+                    continue  # one writing of the whole-array statistics is enough
+                found.append(mutant(NB, QK_EX, planted, _qk(rms, product, gains, **kwargs),
+                                    f"{QK_EX}/{tag}/{label}/{rms}/{product}/{gains}"))
+    for full_T, rms, gains, late in itertools.product(("T", "transpose", "method"), RMS_STYLES, GAIN_STYLES,
+                                                      (False, True)):
+        found.append(mutant(NB, QK_EX, "place.qk_transpose_all_axes",
+                            _qk(rms, "matmul", gains, full_T=full_T, late_scale=late),
+                            f"{QK_EX}/place.qk_transpose_all_axes/{full_T}/{rms}/{gains}/{late}"))
+    return found
+
+
+def _qk_corrects():
+    found = [Correct(NB, QK_EX, f, f"{QK_EX}/correct/impl/{f.__name__}") for f in impl.QK_CORRECT]
+    found.append(Correct(NB, QK_EX, solution(NB, QK_EX), f"{QK_EX}/correct/solution"))
+    for rms, product, gains in _qk_styles():
+        found.append(Correct(NB, QK_EX, _qk(rms, product, gains), f"{QK_EX}/correct/{rms}/{product}/{gains}"))
+    found.append(Correct(NB, QK_EX, _qk(late_scale=True), f"{QK_EX}/correct/late_scale"))
+    return found
+
+
+MUTANTS = MUTANTS + _qk_mutants()
+CORRECT = CORRECT + _qk_corrects()

@@ -950,5 +950,106 @@ CORRECT.append(Correct(NB, BWD, impl.backward_per_token, "bwd/impl/per_token+for
 CORRECT.append(Correct(NB, BWD, _correct_backward("torch", "chain"), "bwd/recipe/torch/chain+forward_torch",
                        {"rms_norm": impl.rms_torch}))
 
+
+
+def _uncast(function):
+    """The same computation with its float32 result left as it is (float32 values near the bfloat16 ones)."""
+    def rms_norm_bf16(x, gamma, eps=1e-6):
+        y = function(x, gamma, eps)
+        wobble = np.random.default_rng(0).uniform(-1.0, 1.0, y.shape).astype(np.float32) * np.float32(2.0 ** -11)
+        return y + y * wobble
+
+    return rms_norm_bf16
+
+# ---------------------------------------------------------------------------- rms_norm_bf16
+BF16 = "rms_norm_bf16"
+# where the statistics are computed: float32 or float64 is right; the others round them to bfloat16
+BF16_PRECISION_IDS = {"f32": (), "f64": (), "bf16_ops": ("rms.no_upcast",), "r_early": ("rms.no_upcast",),
+                      "inv_early": ("rms.no_upcast",), "ms_early": ("rms.no_upcast",),
+                      "running_sum": ("rms.low_precision_statistics",)}
+BF16_MISTAKE_IDS = {None: (), "eps_outside": ("rms.eps_outside_sqrt",), "eps_ignored": ("rms.eps_ignored",),
+                    "centred": ("rms.mean_subtracted",), "gamma_missing": ("rms.gamma_missing",),
+                    "sum": ("rms.sum_not_mean",), "no_cast_back": ("rms.no_cast_back",)}
+
+
+def bf16_recipe(precision="f32", order="llama", write="rsqrt", mistake=None):
+    """An rms_norm_bf16: the stub's conversions around a body whose every step can go right or wrong."""
+    def rms_norm_bf16(x, gamma, eps=1e-6):
+        torch = _torch()
+        x, gamma = torch.from_numpy(x).to(torch.bfloat16), torch.from_numpy(gamma).to(torch.bfloat16)
+        wide = {"f64": torch.float64, "bf16_ops": torch.bfloat16}.get(precision, torch.float32)
+        xw = x.to(wide)
+        if mistake == "centred":
+            xw = xw - xw.mean(-1, keepdim=True)
+        if precision == "running_sum":
+            total = torch.zeros(x.shape[:-1] + (1,), dtype=torch.bfloat16)
+            for j in range(x.shape[-1]):
+                total = total + x[..., j:j + 1] * x[..., j:j + 1]
+            ms = total.float() / x.shape[-1]
+        elif write == "norm":
+            ms = torch.linalg.vector_norm(xw, dim=-1, keepdim=True) ** 2 / x.shape[-1]
+        else:
+            ms = (xw * xw).mean(-1, keepdim=True) if write == "rsqrt" else xw.pow(2).sum(-1, keepdim=True) / x.shape[-1]
+        if mistake == "sum":
+            ms = ms * x.shape[-1]
+        if precision == "ms_early":
+            ms = ms.to(torch.bfloat16)
+        if mistake == "eps_outside":
+            r = torch.sqrt(ms) + eps
+        elif mistake == "eps_ignored":
+            r = torch.sqrt(ms)
+        else:
+            r = torch.sqrt(ms + eps)
+        if precision == "r_early":
+            r = r.to(torch.bfloat16)
+        inv = 1.0 / r
+        if precision == "inv_early":
+            inv = inv.to(torch.bfloat16)
+        normed = xw * inv if write == "rsqrt" else xw / (1.0 / inv)
+        g = torch.ones_like(gamma) if mistake == "gamma_missing" else gamma
+        if mistake == "no_cast_back":
+            y = normed.float() * g.float()
+        elif order == "gemma":
+            y = (normed.to(torch.float64 if precision == "f64" else normed.dtype) * g.to(normed.dtype)).to(torch.bfloat16)
+        else:
+            y = normed.to(torch.bfloat16) * g
+        return y.float().numpy()
+
+    return rms_norm_bf16
+
+
+def _bf16_family(name, precision="f32", mistake=None, orders=("llama", "gemma"), writes=("rsqrt", "div", "norm")):
+    found = []
+    for order, write in itertools.product(orders, writes):
+        ids = BF16_PRECISION_IDS[precision] + BF16_MISTAKE_IDS[mistake]
+        found.append(mutant(NB, BF16, ids, bf16_recipe(precision, order, write, mistake),
+                            f"bf16/{name}/{order}/{write}"))
+    return found
+
+
+for _precision in ("bf16_ops", "r_early", "inv_early", "ms_early"):
+    MUTANTS += _bf16_family(_precision, precision=_precision)
+MUTANTS += _bf16_family("running_sum", precision="running_sum", writes=("rsqrt",))
+for _mistake in ("eps_outside", "eps_ignored", "centred", "gamma_missing", "sum", "no_cast_back"):
+    MUTANTS += _bf16_family(_mistake, mistake=_mistake)
+# two mistakes: a formula mistake with the cast back forgotten
+for _mistake in ("eps_outside", "eps_ignored", "centred", "gamma_missing"):
+    for _order in ("llama", "gemma"):
+        MUTANTS.append(mutant(NB, BF16, BF16_MISTAKE_IDS[_mistake] + ("rms.no_cast_back",),
+                              _uncast(bf16_recipe(mistake=_mistake, order=_order)),
+                              f"bf16/{_mistake}+no_cast_back/{_order}"))
+for _function, _ids in ((impl.bf16_no_upcast, "rms.no_upcast"), (impl.bf16_r_cast_early, "rms.no_upcast"),
+                        (impl.bf16_running_sum, "rms.low_precision_statistics"),
+                        (impl.bf16_returns_float32, "rms.no_cast_back"), (impl.bf16_eps_outside, "rms.eps_outside_sqrt"),
+                        (impl.bf16_mean_subtracted, "rms.mean_subtracted"),
+                        (impl.bf16_gamma_forgotten, "rms.gamma_missing"),
+                        (impl.bf16_returns_tensor, "common.torch_returned")):
+    MUTANTS.append(mutant(NB, BF16, _ids, _function, f"bf16/impl/{_function.__name__}"))
+
+CORRECT += [Correct(NB, BF16, solution(NB, BF16), "bf16/source_solution")]
+CORRECT += [Correct(NB, BF16, f, f"bf16/impl/{f.__name__}") for f in impl.CORRECT_BF16]
+for _precision, _order, _write in itertools.product(("f32", "f64"), ("llama", "gemma"), ("rsqrt", "div", "norm")):
+    CORRECT.append(Correct(NB, BF16, bf16_recipe(_precision, _order, _write), f"bf16/recipe/{_precision}/{_order}/{_write}"))
+
 _labels = [m.label for m in MUTANTS] + [c.label for c in CORRECT]
 assert len(_labels) == len(set(_labels)), [label for label in _labels if _labels.count(label) > 1]
