@@ -27,8 +27,14 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"Matplotlib is building the font cache|UserWarning: FigureCanvasAgg is non-interactive"
 
-# Graded notebooks are small; a cell that takes minutes is a hung submission.
-c.Execute.timeout = 120
+# `python -m grader grade` (grader/config.py; `python -m grader grade --help-all` lists them all).
+# Graded notebooks are small; a cell that takes minutes is a hung submission. Plain
+# `nbgrader autograde` gets the same per-cell limit.
+c.GradeConfig.cell_timeout = 120
+c.GradeConfig.notebook_timeout = 600
+# c.GradeConfig.jobs = 0            # notebooks in parallel (0: one per core)
+# c.GradeConfig.cache_dir = ""      # cached job results (default: build/grading-cache)
+c.Execute.timeout = int(c.GradeConfig.cell_timeout)
 
 # Feedback must not reveal the hidden tests. nbgrader's feedback shows each test cell as it
 # ran, hidden block included, and an error's traceback quotes the lines around the failing

@@ -101,15 +101,23 @@ def main(argv=None) -> int:
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
         # Alternate the two graders assignment by assignment, so that a change in the machine's
         # load during the run falls on both of them.
-        plain_seconds = our_seconds = 0.0
+        plain_seconds = our_seconds = regrade_seconds = 0.0
         for a in assignments:
             plain_a, _ = run([sys.executable, "-m", "nbgrader", "autograde", a, "--force"], plain)
             ours_a, report = run([sys.executable, "-m", "grader", "grade", a, "--root", str(ours), "--csv",
                                   str(ours / f"grades-{a}.csv"), *jobs], ours)
             isolation = next((line for line in report.splitlines() if line.startswith("isolation:")), "no report")
+            # the same command again: every job's result is cached, so only nbgrader's steps run
+            again_a, again = run([sys.executable, "-m", "grader", "grade", a, "--root", str(ours), "--csv",
+                                  str(ours / f"grades-{a}.csv"), *jobs], ours)
+            executed = re.search(r"(\d+) notebooks executed, (\d+) from cache", again)
             print(f"  {a:<14} plain {plain_a:7.1f} s   grader grade {ours_a:7.1f} s   {plain_a / ours_a:5.2f}x\n"
-                  f"                 {isolation}", flush=True)
+                  f"                 {isolation}\n"
+                  f"                 re-grade {again_a:7.1f} s: "
+                  + (f"{executed.group(1)} executed, {executed.group(2)} from cache" if executed else "no report"),
+                  flush=True)
             plain_seconds, our_seconds = plain_seconds + plain_a, our_seconds + ours_a
+            regrade_seconds += again_a
         run([sys.executable, "-m", "nbgrader", "export", "--to=grades.csv"], plain)
         plain_scores = scores(plain / "grades.csv")
         our_scores = {}
@@ -123,6 +131,7 @@ def main(argv=None) -> int:
         print(f"plain nbgrader autograde: {plain_seconds:7.1f} s  ({plain_seconds / total:.2f} s per submission)")
         print(f"grader grade (isolated):  {our_seconds:7.1f} s  ({our_seconds / total:.2f} s per submission)")
         print(f"speed-up: {plain_seconds / our_seconds:.2f}x")
+        print(f"re-grading the unchanged class (cached results): {regrade_seconds:7.1f} s")
         print(f"honest submissions with identical scores: {len(honest) - len(differing)}/{len(honest)}")
         for row in differing[:10]:
             print("  differs:", row)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    from grader.config import GradeConfig
+
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -15,13 +17,25 @@ def main(argv: list[str] | None = None) -> int:
                               help="course root, e.g. a copy in a private home (default: this repository)")
 
     grade_parser = commands.add_parser("grade", help="autograde submitted/*/ASSIGNMENT and export scores")
-    grade_parser.add_argument("assignment", help="assignment id, e.g. 03_backward")
+    grade_parser.add_argument("assignment", nargs="?", help="assignment id, e.g. 03_backward")
     grade_parser.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
     grade_parser.add_argument("--csv", type=Path, default=None, help="where to write the scores (default: build/grades.csv)")
-    grade_parser.add_argument("--timeout", type=float, default=120.0, help="seconds one cell may run (default: 120)")
+    # Every option is a GradeConfig trait (grader/config.py): default < nbgrader_config.py < command line.
+    grade_parser.add_argument("--timeout", type=float, default=None,
+                              help="seconds one cell may run (GradeConfig.cell_timeout, default "
+                                   f"{GradeConfig.cell_timeout.default_value:g})")
     grade_parser.add_argument("--notebook-timeout", type=float, default=None,
-                              help="seconds one notebook may run, all its cells together (default: 600)")
-    grade_parser.add_argument("--jobs", type=int, default=None, help="notebooks graded in parallel (default: all cores)")
+                              help="seconds one notebook may run, all its cells together "
+                                   f"(GradeConfig.notebook_timeout, default {GradeConfig.notebook_timeout.default_value:g})")
+    grade_parser.add_argument("--jobs", type=int, default=None,
+                              help="notebooks graded in parallel (GradeConfig.jobs, default: all cores)")
+    grade_parser.add_argument("--isolation", default=None, help="auto, user, userns or basic (GradeConfig.isolation)")
+    grade_parser.add_argument("--cache-dir", default=None,
+                              help="folder of cached job results (GradeConfig.cache_dir, default build/grading-cache)")
+    grade_parser.add_argument("--no-cache", dest="use_cache", action="store_const", const=False, default=None,
+                              help="execute every notebook again (GradeConfig.use_cache=False)")
+    grade_parser.add_argument("--help-all", action="store_true",
+                              help="list every GradeConfig setting (also --GradeConfig.NAME=VALUE) and exit")
 
     report_parser = commands.add_parser("report", help="a class report from the last grading: pass rates, "
                                         "misconceptions, attempt logs (build/reports/ASSIGNMENT.html, .csv, .json)")
@@ -42,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         from grader.bench_grade import main as bench
 
         return bench(argv[1:])
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and (args.command != "grade" or not all(a.startswith("--GradeConfig.") for a in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "build":
         from grader.build import build
 
@@ -52,8 +68,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "grade":
         from grader.grade import grade
 
+        if args.help_all:
+            from grader.config import help_all
+
+            print(help_all())
+            return 0
+        if not args.assignment:
+            grade_parser.error("the following arguments are required: assignment")
         return grade(args.assignment, root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
-                     notebook_seconds=args.notebook_timeout)
+                     notebook_seconds=args.notebook_timeout, argv=extra, isolation=args.isolation,
+                     cache_dir=args.cache_dir, use_cache=args.use_cache)
     if args.command == "report":
         from grader.report import report
 

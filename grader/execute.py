@@ -194,4 +194,5 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
                 result["cells"][key] = [error_output("SandboxError", str(error))]
                 if claims_test:
                     result["tests"][grade_id] = {"status": "not_run", "message": str(error)}
+    result["complete"] = stopped is None  # every cell ran to its end: a result worth caching (grader.jobs)
     return result

@@ -5,13 +5,19 @@
             (grader.intake); the learner's other files follow, vetted.
 2. sanitise nbgrader restores locked and test cells from the gradebook (per learner: one
             broken submission cannot stop the others).
-3. execute  In parallel (--jobs), each notebook runs in its own sandbox; test cells run in
-            the trusted grader with the learner's functions as proxies (grader.execute).
+3. execute  Each notebook is a job (grader.jobs): the learner's folder + the assignment's
+            trusted bundle, keyed by content. A job whose accepted result is cached is not
+            run again; the others run in parallel (--jobs), each in its own sandbox, test cells
+            in the trusted grader with the learner's functions as proxies (grader.execute).
+            A worker returns the result as JSON; this process alone validates it for the job
+            it submitted (grader.jobs.accept) and writes the cache and build/grading/results/.
 4. record   nbgrader saves the scores in the gradebook (this process is its only writer),
             from validated results only (grader.results: fail closed); a worker writes the
             learner's feedback (hidden tests removed, grading notes on top); a CSV follows.
 
 Steps 2-4 are pipelined per learner, so the serial nbgrader steps overlap the execution.
+Settings: grader.config.GradeConfig. A run killed at any moment (even SIGKILL) leaves the
+gradebook consistent; running it again re-executes only the jobs with no cached result.
 """
 from __future__ import annotations
 
@@ -29,8 +35,10 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from grader.build import course_root, tool_environment
+from grader.config import GradeConfig, grade_config
 from grader.intake import expected_notebooks, mirror_submission
-from grader.terminal import printable
+from grader.jobs import Job, ResultCache, accept, grader_version, run_job
+from grader.terminal import Progress, printable
 
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per parallel slot when grading as root
 
@@ -69,18 +77,20 @@ def secret_folders(root: Path) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def sandbox_options(work: Path, cell_seconds: float = 120.0, hidden: list[str] = ()) -> dict:
+def sandbox_options(work: Path, settings: GradeConfig | None = None, hidden: list[str] = ()) -> dict:
     """How each notebook's sandbox is confined; the uid is added per worker (``_execute_task``).
 
     The sandbox's root is an allow-list (the Python installation, the course packages, the
     system; ``grader.sandbox.isolation``), so the course root, build/, the exchange and any other
     checkout are out of its sight; ``hidden`` (``secret_folders``) covers them even where they
     lie inside an allowed folder.
-    ``LNCOURSE_ISOLATION`` (auto, user, userns, basic) can only ask for basic explicitly;
+    ``GradeConfig.isolation`` (auto, user, userns, basic) can only ask for basic explicitly;
     anything else is enforced or the sandbox refuses to start.
     """
-    return {"mode": os.environ.get("LNCOURSE_ISOLATION", "auto"), "scratch": str(work / "sandboxes"),
-            "limits": {"cell_seconds": cell_seconds}, "hidden": list(hidden)}
+    settings = settings or GradeConfig()
+    return {"mode": settings.isolation, "scratch": str(work / "sandboxes"),
+            "limits": {"cell_seconds": settings.cell_timeout, "notebook_seconds": settings.notebook_timeout},
+            "hidden": list(hidden)}
 
 
 _slot = None
@@ -89,6 +99,7 @@ _slot = None
 def _init_slot(counter):
     """Number this worker (its sandbox uid) and warm it: its zygote imports everything once."""
     global _slot
+    _die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is for the parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
     with counter.get_lock():
@@ -100,6 +111,41 @@ def _init_slot(counter):
 
     oracles._torch()
     default_zygote()
+
+
+def _die_with_parent() -> None:
+    """A worker (and so its zygote and sandboxes) is killed when the coordinator dies, even by SIGKILL."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return  # not Linux: the worker notices the broken pipe when it next reads
+    if os.getppid() != parent:
+        os._exit(1)  # the parent died before the request took effect
+
+
+def _init_feedback():
+    """A feedback worker: forked from the coordinator (nbgrader already imported), no sandbox."""
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _kill(pool: ProcessPoolExecutor | None) -> None:
+    """Stop a pool's workers now (their zygotes and sandboxes die with them)."""
+    if pool is None:
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        try:
+            process.kill()
+        except (OSError, ValueError):
+            pass
+    for process in processes:
+        process.join(5)
 
 
 def _sandbox_uid() -> int:
@@ -142,26 +188,10 @@ def nbgrader_app(root: Path, app_class, argv: list[str]) -> str | None:
     return None
 
 
-def _execute_task(task: dict) -> dict:
-    """Execute one learner notebook (in a pool worker) and write its result; returns a summary."""
-    from grader import results
-    from grader.execute import execute_submission
-    from grader.sandbox import client
-
-    root, work = Path(task["root"]), Path(task["work"])
-    who = {"assignment": task["assignment"], "student": task["student"], "notebook": task["notebook"]}
-    options = {**task["options"], "uid": _sandbox_uid(), "files": task["files"]}
+def _execute_task(job_text: str) -> tuple[str, float]:
+    """Execute one job in a pool worker: its result as JSON text, and the seconds it took. Writes nothing."""
     started = time.monotonic()
-    for attempt in range(2):
-        result = execute_submission(str(root / "autograded" / task["student"] / task["assignment"]
-                                        / f"{task['notebook']}.ipynb"),
-                                    str(root / "source" / task["assignment"] / f"{task['notebook']}.ipynb"),
-                                    options, who=who)
-        if (result["isolation"] is not None and not result.get("retry")) or attempt:
-            break
-        client._default_zygote = None  # no sandbox started, or its zygote died: once more with a fresh one
-    results.write(work / "results" / task["student"] / f"{task['notebook']}.json", result)
-    return {"seconds": time.monotonic() - started, "notes": result["notes"], "isolation": result["isolation"]}
+    return run_job(job_text, sandbox_uid=_sandbox_uid()), time.monotonic() - started
 
 
 _worker_config = None
@@ -181,13 +211,6 @@ def _feedback_task(args):
     return student, None
 
 
-def progress(done: int, total: int, started: float) -> None:
-    elapsed = time.monotonic() - started
-    eta = elapsed / done * (total - done) if done else 0
-    bar = "#" * int(30 * done / total) + "-" * (30 - int(30 * done / total))
-    print(f"\r[{bar}] {done}/{total}  elapsed {elapsed:5.1f}s  eta {eta:5.1f}s", end="", file=sys.stderr, flush=True)
-
-
 class Interrupted(Exception):
     """SIGTERM or SIGINT reached the grading run."""
 
@@ -198,23 +221,29 @@ MAX_ATTEMPTS = 2  # a notebook whose worker died is run again once, then scores 
 class GradingRun:
     """One ``grader grade`` run: sanitise, execute, record and feedback, pipelined per learner.
 
-    The parent (this object) is the gradebook's only writer. Workers execute notebooks and
-    write feedback. Nothing a learner submits can make a method here raise: every failure
-    becomes a message for that learner and zero for what was not graded.
+    The parent (this object) is the only writer of the gradebook, the result cache and
+    build/grading/. Workers execute jobs (returning their results as data) and write feedback.
+    Nothing a learner submits can make a method here raise: every failure becomes a message
+    for that learner and zero for what was not graded.
     """
 
-    def __init__(self, root: Path, assignment: str, jobs: int, cell_seconds: float, notebook_seconds: float | None):
+    def __init__(self, root: Path, assignment: str, settings: GradeConfig, config=None):
         import multiprocessing
 
-        self.root, self.assignment, self.jobs = root, assignment, jobs
+        self.root, self.assignment, self.settings = root, assignment, settings
+        self.jobs = settings.worker_count()
         self.work = root / "build" / "grading" / assignment
         self.started = time.monotonic()
-        self.config = load_config(root)
+        self.config = config if config is not None else load_config(root)
         self.notebooks = expected_notebooks(root, assignment)
         self.submitted_dir = os.path.relpath(self.work / "submitted", root)
-        self.options = sandbox_options(self.work, cell_seconds, secret_folders(root))
-        if notebook_seconds:
-            self.options["limits"]["notebook_seconds"] = notebook_seconds
+        self.cache = ResultCache(settings.cache_folder(root))
+        self.grader = grader_version(settings.grader_version)
+        self.options = sandbox_options(self.work, settings, [*secret_folders(root), str(self.cache.folder)])
+        self.executed: list[tuple[str, str]] = []  # jobs run in this run (student, notebook)
+        self.reused: list[tuple[str, str]] = []  # jobs whose cached result was accepted
+        self.refused: list[str] = []  # cached or returned results refused (forged, stale, another job's)
+        self.progress = Progress(total=0)
         self.messages: dict[str, list[str]] = {}
         self.left: dict[str, int] = {}  # notebooks still executing, per learner
         self.executing: dict = {}  # future -> task
@@ -225,11 +254,42 @@ class GradingRun:
         self.unfinished: set[str] = set()  # learners whose grade or feedback the grader itself failed to write
         self.isolation, self.finished, self.total = None, 0, 0
         self.counter = multiprocessing.Value("i", 0)
-        self.pool = self._new_pool()
-        self.probe = self.pool.submit(_probe, self.options)
+        # The execution pool (warm sandboxes) starts at the first job without a cached result, so
+        # a class graded before costs no zygote; the feedback pool is light (forked, no torch).
+        self.pool: ProcessPoolExecutor | None = None
+        self.feedback_pool: ProcessPoolExecutor | None = None
+        self.probe = None
         self.probe_error: str | None = None
 
-    # -- the pool --------------------------------------------------------------------
+    # -- the pools -------------------------------------------------------------------
+    def _execution_pool(self) -> ProcessPoolExecutor:
+        """The warm pool; the first call starts it and its probe (the first sandbox, no learner code)."""
+        if self.pool is None:
+            self.pool = self._new_pool()
+            self.probe = self.pool.submit(_probe, self.options)
+        return self.pool
+
+    def _feedback_pool(self) -> ProcessPoolExecutor:
+        global _worker_config
+        if self.feedback_pool is None:
+            _worker_config = self.config  # inherited by the forked workers: no config file read again
+            self.feedback_pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_init_feedback)
+        return self.feedback_pool
+
+    def _submit_feedback(self, student: str) -> None:
+        future = self._feedback_pool().submit(_feedback_task, (str(self.root), self.assignment, student))
+        self.feedback[future] = student
+
+    def _rebuild_feedback_pool(self) -> None:
+        """A feedback worker died: every feedback not yet written is asked of a fresh pool."""
+        _kill(self.feedback_pool)
+        self.feedback_pool = None
+        for future, student in list(self.feedback.items()):
+            if future.done() and not isinstance(future.exception(), BrokenProcessPool):
+                continue
+            del self.feedback[future]
+            self._submit_feedback(student)
+
     def _new_pool(self) -> ProcessPoolExecutor:
         with self.counter.get_lock():
             self.counter.value = 0
@@ -240,35 +300,29 @@ class GradingRun:
 
     def _rebuild_pool(self) -> None:
         """A worker died (killed, out of memory): every task it held runs again in a fresh pool."""
-        self.kill_pool()
+        _kill(self.pool)
         self.pool = self._new_pool()
         lost, self.executing = list(self.executing.values()), {}
         for task in lost:
-            self._submit(task)
-        for future, student in list(self.feedback.items()):
-            if future.done() and not isinstance(future.exception(), BrokenProcessPool):
-                continue
-            del self.feedback[future]
-            self.feedback[self.pool.submit(_feedback_task, (str(self.root), self.assignment, student))] = student
+            self._submit(task)  # counts as an attempt: a notebook that kills its worker twice scores zero
 
     def kill_pool(self) -> None:
         """Stop every worker now; their zygotes and sandboxes die with them (parent-death signals)."""
-        processes = list((getattr(self.pool, "_processes", None) or {}).values())
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            try:
-                process.kill()
-            except (OSError, ValueError):
-                pass
-        for process in processes:
-            process.join(5)
+        _kill(self.pool)
+        _kill(self.feedback_pool)
+
+    def shutdown(self) -> None:
+        for pool in (self.pool, self.feedback_pool):
+            if pool is not None:
+                pool.shutdown(wait=True)
 
     def _submit(self, task: dict) -> None:
         if task["attempt"] >= MAX_ATTEMPTS:
-            self._done(task, None, "its grading process died twice; it scores zero: tell the instructor")
+            self._done(task, None, "its grading process died twice or returned no valid result; it scores zero: "
+                                   "tell the instructor")
             return
         task = {**task, "attempt": task["attempt"] + 1}
-        self.executing[self.pool.submit(_execute_task, task)] = task
+        self.executing[self._execution_pool().submit(_execute_task, task["job"].to_json())] = task
 
     # -- steps -----------------------------------------------------------------------
     def sanitise(self, student: str) -> None:
@@ -284,11 +338,28 @@ class GradingRun:
         autograded = self.root / "autograded" / student / self.assignment
         ready = [nb for nb in self.notebooks if (autograded / f"{nb}.ipynb").exists()]
         self.left[student] = len(ready)
-        files = str(self.work / "submitted" / student / self.assignment)
+        files = self.work / "submitted" / student / self.assignment
         for notebook in ready:
-            task = {"root": str(self.root), "work": str(self.work), "assignment": self.assignment, "student": student,
-                    "notebook": notebook, "options": self.options, "files": files, "attempt": 0}
-            if self.probe is not None:
+            try:
+                job = Job.make(self.assignment, student, notebook, autograded / f"{notebook}.ipynb",
+                               self.root / "source" / self.assignment / f"{notebook}.ipynb", files, self.options,
+                               grader=self.grader)
+            except Exception as error:  # noqa: BLE001 - the grader's own failure: this notebook scores zero
+                self._done({"student": student, "notebook": notebook}, None,
+                           f"its grading job could not be prepared ({type(error).__name__}: {str(error)[:200]}); "
+                           "it scores zero: tell the instructor")
+                continue
+            if self.settings.use_cache:
+                cached, problem = self.cache.get(job)
+                if cached is not None:
+                    self.reused.append((student, notebook))
+                    self._accepted({"job": job, "attempt": 0}, cached, None)
+                    continue
+                if problem:
+                    self.refused.append(f"{student}/{notebook}: cached {problem}")
+            task = {"job": job, "attempt": 0, "student": student, "notebook": notebook}
+            self._execution_pool()
+            if self.probe is not None or self.probe_error:
                 self.waiting.append(task)
             else:
                 self._submit(task)
@@ -311,7 +382,7 @@ class GradingRun:
     def check_probe(self, block: bool) -> bool:
         """Once the first sandbox has started, release the waiting tasks; False if none can start."""
         if self.probe is None:
-            return True
+            return not (self.probe_error and self.waiting)
         if not block and not self.probe.done():
             return True
         for attempt in range(MAX_ATTEMPTS + 1):
@@ -327,7 +398,7 @@ class GradingRun:
                 break
         self.probe = None
         if self.probe_error:
-            return False
+            return not self.waiting  # cached results are still recorded; nothing new can execute
         waiting, self.waiting = self.waiting, []
         for task in waiting:
             self._submit(task)
@@ -338,7 +409,7 @@ class GradingRun:
         if task is None:
             return  # a future of a pool that was replaced: its task runs again in the new one
         try:
-            summary = future.result()
+            text, seconds = future.result()
         except BrokenProcessPool:
             self.executing[future] = task  # put back: the rebuild resubmits every task the pool held
             self._rebuild_pool()
@@ -347,18 +418,41 @@ class GradingRun:
             self._done(task, None, f"grading it failed ({type(error).__name__}: {str(error)[:300]}); "
                                    "it scores zero: tell the instructor")
             return
-        self._done(task, summary, None)
+        result, problem = accept(task["job"], text)
+        if result is None:  # a worker answered for another job, or garbled: run it again, then zero
+            self.refused.append(f"{task['student']}/{task['notebook']}: returned {problem}")
+            self._submit(task)
+            return
+        self.executed.append((task["student"], task["notebook"]))
+        self.seconds[(task["student"], task["notebook"])] = seconds
+        try:
+            self.cache.put(task["job"], result)
+        except OSError as error:  # a cache that cannot be written costs time next run, not this grade
+            print(f"the result cache could not be written ({type(error).__name__}): "
+                  f"{printable(str(self.cache.folder), 200)}", file=sys.stderr)
+        self._accepted(task, result, None)
 
-    def _done(self, task: dict, summary: dict | None, problem: str | None) -> None:
+    def _accepted(self, task: dict, result: dict, problem: str | None) -> None:
+        """An accepted result: build/grading/results/ for the record phase (grader.nbgrader_steps)."""
+        from grader import results
+
+        job = task["job"]
+        try:
+            results.write(self.work / "results" / job.student / f"{job.notebook}.json", result)
+        except (OSError, ValueError) as error:  # the grader's own disk: this notebook scores zero
+            result, problem = None, (f"its result could not be stored ({type(error).__name__}: {str(error)[:200]}); "
+                                     "it scores zero: tell the instructor")
+        self._done({"student": job.student, "notebook": job.notebook}, result, problem)
+
+    def _done(self, task: dict, result: dict | None, problem: str | None) -> None:
         student, notebook = task["student"], task["notebook"]
         self.finished += 1
-        if summary is not None:
-            self.seconds[(student, notebook)] = summary["seconds"]
-            self.isolation = summary["isolation"] or self.isolation
-            self.messages[student] += [f"{notebook}: {note}" for note in summary["notes"]]
+        if result is not None:
+            self.isolation = result.get("isolation") or self.isolation
+            self.messages[student] += [f"{notebook}: {note}" for note in result["notes"]]
         if problem:
             self.messages[student].append(f"{notebook}: {problem}")
-        progress(self.finished, self.total, self.started)
+        self.progress.update(student, notebook)
         self.left[student] -= 1
         if self.left[student] == 0:
             self.record(student)
@@ -375,8 +469,13 @@ class GradingRun:
             self.unfinished.add(student)
         self.timings["record"] += time.monotonic() - phase_started
         self.write_messages()
-        future = self.pool.submit(_feedback_task, (str(self.root), self.assignment, student))
-        self.feedback[future] = student
+        self._submit_feedback(student)
+
+    def write_summary(self) -> None:
+        """run.json: which jobs were executed and which came from the cache (for tests and the bench)."""
+        summary = {"executed": sorted(map(list, self.executed)), "cached": sorted(map(list, self.reused)),
+                   "refused": self.refused, "cache": str(self.cache.folder)}
+        (self.work / "run.json").write_text(json.dumps(summary, indent=1, ensure_ascii=True))
 
     def write_messages(self) -> None:
         """messages.json, rewritten whole after every learner: it exists before anything else can fail."""
@@ -388,6 +487,7 @@ class GradingRun:
     def run(self, students: list[str]) -> str | None:
         """Grade every learner; returns None, or why no sandbox could start (nothing was executed)."""
         self.total = len(students) * len(self.notebooks)
+        self.progress.start(self.total)
         self.write_messages()
         for student in students:
             self.sanitise(student)
@@ -395,20 +495,20 @@ class GradingRun:
                 return self.probe_error
             for future in [f for f in self.executing if f.done()]:
                 self.collect(future)
-        if not self.check_probe(block=True):
-            return self.probe_error
+        if (self.waiting or self.executing) and not self.check_probe(block=True):
+            return self.probe_error  # a class whose every result is cached needs no sandbox
         while self.executing:
             done, _ = wait(list(self.executing), return_when=FIRST_COMPLETED)
             for future in done:
                 self.collect(future)
-        print(file=sys.stderr)
+        self.progress.close()
         self.timings["all executed at"] = time.monotonic() - self.started
         while self.feedback:
             future = next(iter(self.feedback))
             try:
                 student, problem = future.result()
             except BrokenProcessPool:
-                self._rebuild_pool()
+                self._rebuild_feedback_pool()
                 continue
             except Exception as error:  # noqa: BLE001
                 student, problem = self.feedback[future], f"no feedback could be generated ({type(error).__name__})"
@@ -436,8 +536,13 @@ def exposure_warning(root: Path) -> str | None:
 
 
 def grade(assignment: str, root: Path | None = None, csv_path: Path | None = None, jobs: int | None = None,
-          cell_seconds: float = 120.0, notebook_seconds: float | None = None) -> int:
+          cell_seconds: float | None = None, notebook_seconds: float | None = None, argv: list[str] = (),
+          **settings) -> int:
     """Grade every submission of ``assignment``; returns an exit code (0 even if submissions fail).
+
+    Settings (``grader.config.GradeConfig``): its defaults, then the course's nbgrader_config.py,
+    then ``argv`` (``--GradeConfig.x=...``), then the keywords given (``jobs``, ``cell_seconds``,
+    ``notebook_seconds`` and any other trait by name; None means not given).
 
     Exit code 2: no sandbox could start (nothing executed, nobody scored); 3: the grader itself
     failed to write some learners' grade or feedback (named on stderr); 130: interrupted
@@ -446,6 +551,13 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     # nbgrader's own add_submission trips this SQLAlchemy warning on every new learner; it is noise.
     warnings.filterwarnings("ignore", message="Object of type <Submitted")
     root = Path(root or course_root()).resolve()
+    config = load_config(root)
+    options = grade_config(root, {"jobs": jobs, "cell_timeout": cell_seconds, "notebook_timeout": notebook_seconds,
+                                  **settings}, argv, base=config)
+    if options.scheduler:
+        print("GradeConfig.scheduler: distributed grading (Dask) is not available yet; leave it empty to grade on "
+              "this machine.", file=sys.stderr)
+        return 2
     os.environ["PATH"] = tool_environment()["PATH"]  # nbgrader's gradebook runs `alembic` by name
     csv_path = Path(csv_path or root / "build" / "grades.csv")
     exposure = exposure_warning(root)
@@ -472,7 +584,7 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     try:
         for sig in previous:
             signal.signal(sig, interrupt)
-        run = GradingRun(root, assignment, jobs or os.cpu_count() or 1, cell_seconds, notebook_seconds)
+        run = GradingRun(root, assignment, options, config)
         problem = run.run(students)
     except Interrupted as signal_name:
         if run is not None:
@@ -490,9 +602,10 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     if problem:
         run.kill_pool()
         print(f"grading stopped before any notebook ran: no sandbox could start ({printable(problem, 500)}).\n"
-              "Nothing was scored. Check LNCOURSE_ISOLATION and the README's isolation table.", file=sys.stderr)
+              "Nothing was scored. Check GradeConfig.isolation (--isolation, LNCOURSE_ISOLATION) and the README's "
+              "isolation table.", file=sys.stderr)
         return 2
-    run.pool.shutdown(wait=True)
+    run.shutdown()
     from nbgrader.apps import ExportApp
 
     problem = nbgrader_app(root, ExportApp, [f"--to={csv_path}"])
@@ -503,8 +616,12 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     mode = (run.isolation or {}).get("mode", "unknown")
     per_notebook = sorted(run.seconds.values())
     median = per_notebook[len(per_notebook) // 2] if per_notebook else 0.0
-    print(f"isolation: {mode}; {len(run.seconds)} notebooks with {run.jobs} jobs; median {median:.1f}s per notebook; "
+    print(f"isolation: {mode}; {len(run.executed)} notebooks executed, {len(run.reused)} from cache, with {run.jobs} "
+          f"jobs; median {median:.1f}s per notebook; "
           + ", ".join(f"{name} {value:.1f}s" for name, value in run.timings.items()))
+    for line in run.refused[:20]:
+        print(f"refused a result and ran the job again: {printable(line, 300)}", file=sys.stderr)
+    run.write_summary()
     print_scores(csv_path, assignment, run.messages)
     if run.unfinished:
         names = ", ".join(printable(s, 60) for s in sorted(run.unfinished)[:20])

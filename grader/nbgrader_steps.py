@@ -182,6 +182,35 @@ class AddGradingNotes(NbGraderPreprocessor):
         return nb, resources
 
 
+def _as_class(pp):
+    """An entry of an nbgrader preprocessor list: a class, a dotted name (imported) or an instance."""
+    if isinstance(pp, str):
+        from traitlets.utils.importstring import import_item
+
+        return import_item(pp)
+    return pp
+
+
+def record_preprocessors(autograde_preprocessors) -> list:
+    """The record phase: nbgrader's ``Autograde.autograde_preprocessors`` (nbgrader's defaults, or
+    the instructor's ``c.Autograde.autograde_preprocessors``), in its order, with its Execute step
+    (or a subclass of it) replaced by ``ReplayResults`` + ``AddGradingNotes`` and ``SaveDiagnoses``
+    added right after each ``SaveAutoGrades``. Every other entry, the instructor's own included,
+    runs as configured."""
+    preprocessors = []
+    for pp in map(_as_class, autograde_preprocessors):
+        kind = pp if isinstance(pp, type) else type(pp)
+        if issubclass(kind, Execute):
+            preprocessors += [ReplayResults, AddGradingNotes]
+        elif issubclass(kind, SaveAutoGrades):
+            preprocessors += [pp, SaveDiagnoses]
+        else:
+            preprocessors.append(pp)
+    if ReplayResults not in preprocessors:
+        raise ValueError("Autograde.autograde_preprocessors has no Execute step to replace")
+    return preprocessors
+
+
 class IsolatedAutograde(Autograde):
     phase = Unicode("sanitize", help="'sanitize' (before execution) or 'record' (after)").tag(config=True)
     results_dir = Unicode("", help="Where grader.execute wrote its results").tag(config=True)
@@ -191,20 +220,11 @@ class IsolatedAutograde(Autograde):
     def _init_preprocessors(self) -> None:
         self.exporter._preprocessors = []
         if self.phase == "sanitize":
-            preprocessors = self.sanitize_preprocessors
-        else:  # nbgrader's own list (the instructor's, if configured), its Execute step replayed
-            preprocessors = []
-            for pp in self.autograde_preprocessors:
-                if pp is Execute:
-                    preprocessors += [ReplayResults, AddGradingNotes]
-                elif isinstance(pp, type) and issubclass(pp, SaveAutoGrades):
-                    preprocessors += [pp, SaveDiagnoses]
-                else:
-                    preprocessors.append(pp)
-            if ReplayResults not in preprocessors:
-                raise ValueError("Autograde.autograde_preprocessors has no Execute step to replace")
+            preprocessors = [_as_class(pp) for pp in self.sanitize_preprocessors]
+        else:
+            preprocessors = record_preprocessors(self.autograde_preprocessors)
         for pp in preprocessors:
-            instance = pp(parent=self)
+            instance = pp(parent=self) if isinstance(pp, type) else pp
             if isinstance(instance, ReplayResults):
                 instance.results_dir = self.results_dir
                 instance.source_notebook = self._source_notebook

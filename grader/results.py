@@ -47,6 +47,12 @@ SCHEMA = {
                                "type": "string", "maxLength": 100, "pattern": ID_PATTERN.pattern}}}}},
         "notes": {"type": "array", "items": _TEXT},
         "isolation": {"type": ["object", "null"]},
+        "complete": {"type": "boolean"},  # no sandbox failure or limit stopped the run (grader.jobs.cacheable)
+        # the job that produced it (grader.jobs.Job.identity): a result is accepted only for that job
+        "job": {"type": "object", "required": ["key", "submission", "bundle", "grader", "settings"],
+                "additionalProperties": False,
+                "properties": {name: {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+                               for name in ("key", "submission", "bundle", "grader", "settings")}},
     },
 }
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["printable", "is_unsafe"]
+__all__ = ["printable", "is_unsafe", "Progress"]
 
 UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp", "Cn"})
 ELLIPSIS = "…"
@@ -81,3 +81,33 @@ def printable(text: object, limit: int | None = None, *, multiline: bool = False
         kept.append(piece)
         used += len(piece)
     return "".join(kept) + ELLIPSIS
+
+
+class Progress:
+    """The grading run's progress bar (tqdm, on stderr). The only text in it that a learner
+    controls, the last learner's id and notebook name, passes through ``printable`` first."""
+
+    def __init__(self, total: int = 0, stream=None, mininterval: float = 0.5):
+        self.total, self.stream, self.bar, self.mininterval = total, stream, None, mininterval
+
+    def start(self, total: int) -> None:
+        import sys
+
+        from tqdm import tqdm
+
+        self.total = total
+        self.bar = tqdm(total=total, unit="notebook", file=self.stream or sys.stderr, dynamic_ncols=True,
+                        mininterval=self.mininterval, smoothing=0.1, leave=True, ascii=True)
+
+    def update(self, student: str = "", notebook: str = "") -> None:
+        if self.bar is None:
+            return
+        if student:
+            self.bar.set_postfix_str(printable(f"{student}/{notebook}", 40), refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str("", refresh=False)
+            self.bar.close()
+            self.bar = None

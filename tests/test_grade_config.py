@@ -1,0 +1,137 @@
+"""GradeConfig (grader.config): one place for the grading settings, the nbgrader way.
+
+Precedence default < nbgrader_config.py < command line; every trait has help and is listed by
+``python -m grader grade --help-all``; the cell timeout has one definition; the record phase's
+preprocessors follow nbgrader's (or the instructor's) ``Autograde.autograde_preprocessors``.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nbconvert.preprocessors import Preprocessor
+from nbgrader.preprocessors import Execute, SaveAutoGrades
+from traitlets.config import Config
+
+from grader import cli
+from grader.config import GradeConfig, grade_config
+from tests.conftest import ROOT, subprocess_env
+
+
+class MarkCells(Preprocessor):
+    """An instructor's own preprocessor, configured in nbgrader_config.py."""
+
+    def preprocess(self, nb, resources):
+        nb.metadata["marked"] = True
+        return nb, resources
+
+
+class CustomExecute(Execute):
+    """An instructor's subclass of nbgrader's Execute: replaced by the replay like Execute."""
+
+
+def _course(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n" + text)
+    return tmp_path
+
+
+def test_default_then_config_file_then_command_line(tmp_path, monkeypatch):
+    monkeypatch.delenv("LNCOURSE_ISOLATION", raising=False)
+    empty = grade_config(tmp_path)
+    assert (empty.cell_timeout, empty.notebook_timeout, empty.jobs, empty.isolation, empty.use_cache) == \
+        (120.0, 600.0, 0, "auto", True)
+    assert empty.cache_folder(tmp_path) == tmp_path / "build" / "grading-cache"
+    course = _course(tmp_path, "c.GradeConfig.cell_timeout = 33\nc.GradeConfig.jobs = 3\n"
+                               "c.GradeConfig.cache_dir = '/srv/cache'\n")
+    from_file = grade_config(course)
+    assert (from_file.cell_timeout, from_file.jobs, from_file.notebook_timeout) == (33.0, 3, 600.0)
+    assert from_file.cache_folder(course) == Path("/srv/cache")
+    given = grade_config(course, {"cell_timeout": 7.0, "jobs": None})  # None: the option was not given
+    assert (given.cell_timeout, given.jobs) == (7.0, 3)
+    traitlets_style = grade_config(course, {}, ["--GradeConfig.cell_timeout=9", "--GradeConfig.use_cache=False"])
+    assert (traitlets_style.cell_timeout, traitlets_style.use_cache) == (9.0, False)
+    both = grade_config(course, {"cell_timeout": 5.0}, ["--GradeConfig.cell_timeout=9"])
+    assert both.cell_timeout == 5.0  # the named option is the most specific
+    with pytest.raises(ValueError):
+        grade_config(course, {"no_such_setting": 1})
+    with pytest.raises(Exception):
+        grade_config(course, {"cell_timeout": -1.0})
+
+
+def test_the_environment_variable_is_only_the_isolation_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("LNCOURSE_ISOLATION", "basic")
+    assert grade_config(tmp_path).isolation == "basic"
+    course = _course(tmp_path, "c.GradeConfig.isolation = 'userns'\n")
+    assert grade_config(course).isolation == "userns"
+    assert grade_config(course, {"isolation": "user"}).isolation == "user"
+
+
+def test_the_command_line_reaches_grade(monkeypatch, tmp_path):
+    seen = {}
+    monkeypatch.setattr("grader.grade.grade", lambda assignment, **kwargs: seen.update(kwargs, assignment=assignment) or 0)
+    assert cli.main(["grade", "03_backward", "--root", str(tmp_path), "--timeout", "11", "--jobs", "2", "--no-cache",
+                     "--cache-dir", "/tmp/c", "--GradeConfig.notebook_timeout=99"]) == 0
+    settings = grade_config(tmp_path, {"jobs": seen["jobs"], "cell_timeout": seen["cell_seconds"],
+                                       "notebook_timeout": seen["notebook_seconds"], "isolation": seen["isolation"],
+                                       "cache_dir": seen["cache_dir"], "use_cache": seen["use_cache"]}, seen["argv"])
+    assert (settings.cell_timeout, settings.jobs, settings.use_cache, settings.cache_dir, settings.notebook_timeout) \
+        == (11.0, 2, False, "/tmp/c", 99.0)
+    seen.clear()
+    cli.main(["grade", "03_backward"])
+    assert seen["cell_seconds"] is None and seen["use_cache"] is None and seen["argv"] == []  # the file decides
+    with pytest.raises(SystemExit):
+        cli.main(["grade", "03_backward", "--Execute.timeout=3"])  # only GradeConfig settings here
+
+
+def test_every_setting_has_help_and_help_all_lists_it():
+    traits = GradeConfig.class_traits(config=True)
+    assert {"jobs", "cell_timeout", "notebook_timeout", "isolation", "cache_dir", "use_cache", "scheduler"} <= set(traits)
+    assert all(len(trait.help) > 20 for trait in traits.values()), [n for n, t in traits.items() if len(t.help) <= 20]
+    shown = subprocess.run([sys.executable, "-m", "grader", "grade", "--help-all"], capture_output=True, text=True,
+                           env=subprocess_env(), timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    for name in traits:
+        assert f"--GradeConfig.{name}=" in shown.stdout
+
+
+def test_the_cell_timeout_has_one_definition(tmp_path):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from grader.grade import sandbox_options
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    assert config.Execute.timeout == config.GradeConfig.cell_timeout  # plain nbgrader gets the same limit
+    settings = GradeConfig(config=Config({"GradeConfig": {"cell_timeout": 33.0, "notebook_timeout": 44.0,
+                                                          "isolation": "basic"}}))
+    options = sandbox_options(tmp_path, settings)
+    assert options["limits"] == {"cell_seconds": 33.0, "notebook_seconds": 44.0} and options["mode"] == "basic"
+    for path in ["grader/grade.py", "grader/cli.py", "grader/bench_grade.py"]:
+        assert "120" not in (ROOT / path).read_text(), path
+
+
+def test_the_record_phase_follows_the_configured_autograde_preprocessors(tmp_path):
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import AssignLatePenalties, LimitOutput
+
+    from grader.nbgrader_steps import (AddGradingNotes, IsolatedAutograde, ReplayResults, SaveDiagnoses,
+                                       record_preprocessors)
+
+    config = Config()
+    config.Autograde.autograde_preprocessors = [CustomExecute, MarkCells, LimitOutput, SaveAutoGrades,
+                                                "nbgrader.preprocessors.AssignLatePenalties"]
+    converter = IsolatedAutograde(coursedir=CourseDirectory(config=config, root=str(tmp_path)), config=config)
+    assert record_preprocessors(converter.autograde_preprocessors) == [
+        ReplayResults, AddGradingNotes, MarkCells, LimitOutput, SaveAutoGrades, SaveDiagnoses, AssignLatePenalties]
+    converter.phase, converter._source_notebook = "record", ""
+    converter.exporter = converter.exporter_class(parent=converter, config=converter.config)
+    converter._init_preprocessors()
+    assert [type(p) for p in converter.exporter._preprocessors] == [
+        ReplayResults, AddGradingNotes, MarkCells, LimitOutput, SaveAutoGrades, SaveDiagnoses, AssignLatePenalties]
+    default = IsolatedAutograde(coursedir=CourseDirectory(root=str(tmp_path)))
+    names = [p.__name__ for p in record_preprocessors(default.autograde_preprocessors)]
+    assert names[:2] == ["ReplayResults", "AddGradingNotes"] and "Execute" not in names
+    assert names.index("SaveDiagnoses") == names.index("SaveAutoGrades") + 1
+    config.Autograde.autograde_preprocessors = [MarkCells, SaveAutoGrades]
+    with pytest.raises(ValueError, match="no Execute step"):
+        record_preprocessors(IsolatedAutograde(coursedir=CourseDirectory(root=str(tmp_path)), config=config)
+                             .autograde_preprocessors)
