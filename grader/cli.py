@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
                               help="folder of cached job results (GradeConfig.cache_dir, default build/grading-cache)")
     grade_parser.add_argument("--no-cache", dest="use_cache", action="store_const", const=False, default=None,
                               help="execute every notebook again (GradeConfig.use_cache=False)")
+    grade_parser.add_argument("--scheduler", default=None,
+                              help="a Dask scheduler (tcp://HOST:PORT): execute on its workers (GradeConfig.scheduler)")
     grade_parser.add_argument("--help-all", action="store_true",
                               help="list every GradeConfig setting (also --GradeConfig.NAME=VALUE) and exit")
 
@@ -77,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             grade_parser.error("the following arguments are required: assignment")
         return grade(args.assignment, root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
                      notebook_seconds=args.notebook_timeout, argv=extra, isolation=args.isolation,
-                     cache_dir=args.cache_dir, use_cache=args.use_cache)
+                     cache_dir=args.cache_dir, use_cache=args.use_cache,
+                     scheduler=args.scheduler)
     if args.command == "report":
         from grader.report import report
 

@@ -40,8 +40,10 @@ class GradeConfig(Configurable):
                              "(every module of grader/ and normlab/), so any change of the grader re-executes every "
                              "job. A name (a release tag) pins it: cached results then survive code changes, which "
                              "is right only if those changes cannot change a verdict.").tag(config=True)
-    scheduler = Unicode("", help="Where jobs execute: '' for the local warm pool. A Dask scheduler address "
-                        "(tcp://HOST:PORT) is reserved for distributed grading, not implemented yet."
+    scheduler = Unicode("", help="Where jobs execute: '' for the local warm pool, or a Dask scheduler's address "
+                        "(tcp://HOST:PORT): jobs then run on its workers, which need this project installed, the "
+                        "course directory at the same path (a shared filesystem) and root or user namespaces for "
+                        "the sandbox. Only this process writes the cache, gradebook and feedback."
                         ).tag(config=True)
 
     @default("isolation")

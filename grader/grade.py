@@ -211,6 +211,26 @@ def _feedback_task(args):
     return student, None
 
 
+def _dask_pool(address: str, options: dict):
+    """(pool, None) once every worker of the Dask scheduler at ``address`` has started a sandbox;
+    (None or the pool, why not) otherwise: then nothing executes and nobody is scored."""
+    from grader.dask_pool import DaskPool
+
+    try:
+        pool = DaskPool(address)
+        pool.wait_for_workers(1)
+        reports = pool.reports(options)
+    except Exception as error:  # noqa: BLE001 - unreachable scheduler, no workers, a worker that cannot start
+        return None, f"the Dask scheduler {address} gave no usable worker ({type(error).__name__}: {str(error)[:300]})"
+    broken = {worker: report["problem"] for worker, report in reports.items() if report["problem"]}
+    print(f"dask: {len(reports)} workers at {printable(address, 100)}: " + ", ".join(
+        f"{report['host']} slot {report['slot']} ({report['isolation']})" for report in reports.values()),
+          file=sys.stderr)
+    if broken:
+        return pool, "Dask workers cannot start a sandbox: " + "; ".join(f"{w}: {p}" for w, p in broken.items())
+    return pool, None
+
+
 class Interrupted(Exception):
     """SIGTERM or SIGINT reached the grading run."""
 
@@ -262,9 +282,15 @@ class GradingRun:
         self.probe_error: str | None = None
 
     # -- the pools -------------------------------------------------------------------
-    def _execution_pool(self) -> ProcessPoolExecutor:
-        """The warm pool; the first call starts it and its probe (the first sandbox, no learner code)."""
-        if self.pool is None:
+    def _execution_pool(self):
+        """The warm pool; the first call starts it and its probe (the first sandbox, no learner code).
+
+        With ``GradeConfig.scheduler`` it is a Dask cluster's workers instead (``grader.dask_pool``),
+        each of which must start a sandbox before any job is sent.
+        """
+        if self.pool is None and self.settings.scheduler and not self.probe_error:
+            self.pool, self.probe_error = _dask_pool(self.settings.scheduler, self.options)
+        elif self.pool is None:
             self.pool = self._new_pool()
             self.probe = self.pool.submit(_probe, self.options)
         return self.pool
@@ -554,10 +580,6 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     config = load_config(root)
     options = grade_config(root, {"jobs": jobs, "cell_timeout": cell_seconds, "notebook_timeout": notebook_seconds,
                                   **settings}, argv, base=config)
-    if options.scheduler:
-        print("GradeConfig.scheduler: distributed grading (Dask) is not available yet; leave it empty to grade on "
-              "this machine.", file=sys.stderr)
-        return 2
     os.environ["PATH"] = tool_environment()["PATH"]  # nbgrader's gradebook runs `alembic` by name
     csv_path = Path(csv_path or root / "build" / "grades.csv")
     exposure = exposure_warning(root)
