@@ -624,8 +624,8 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     if problem:
         run.kill_pool()
         print(f"grading stopped before any notebook ran: no sandbox could start ({printable(problem, 500)}).\n"
-              "Nothing was scored. Check GradeConfig.isolation (--isolation, LNCOURSE_ISOLATION) and the README's "
-              "isolation table.", file=sys.stderr)
+              "Nothing was scored. Check GradeConfig.isolation (--isolation, LNCOURSE_ISOLATION) and the "
+              "isolation levels in docs/instructors.md.", file=sys.stderr)
         return 2
     run.shutdown()
     from nbgrader.apps import ExportApp

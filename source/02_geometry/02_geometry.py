@@ -30,7 +30,7 @@
 # 6. (optional section) explain why the weights in front of a norm grow under plain gradient descent.
 #
 # The notebook takes about 75 to 90 minutes (section 7, optional, about 15 more): two graded exercises,
-# one derivation, three predictions, each checked by a cell, and a four-question experiment with a widget.
+# one derivation, two predictions, each checked by a cell, and a four-question experiment with a widget.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.

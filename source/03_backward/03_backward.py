@@ -29,6 +29,9 @@
 #    every feature;
 # 5. state the three properties of the gradient and confirm them numerically and against PyTorch's autograd.
 #
+# The notebook takes about 90 to 110 minutes: three graded exercises, three derivation steps and two
+# predictions.
+#
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
 # Until you implement a function, its checks fail with `NotImplementedError`; that is expected.
@@ -272,7 +275,8 @@ print(f"with eps = 1e-5: the smallest nonzero singular value times s is "
 # `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
 # that exercise. Comparing with them in other cells is fine.
 #
-# *Hint:* `np.eye(d)`, `np.ones((d, d)) / d` and `np.outer(a, b)` build the three terms.
+# *Hint:* your step-2 expression names three $d\times d$ terms; numpy has a one-call constructor for
+# each kind of matrix they are (an identity, a constant matrix, an outer product).
 #
 # **Stuck?** Run `hint("layer_norm_jacobian")` in a new cell: each call gives one more step
 # (the idea, what your last failed check points at, the shape of the code). `progress()`

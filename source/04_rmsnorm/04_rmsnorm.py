@@ -32,6 +32,9 @@
 #    the wrong place) change in the output;
 # 7. (optional) time LayerNorm against RMSNorm on your machine and read the result honestly.
 #
+# The notebook takes about 100 to 120 minutes (the optional section 7, about 15 more): three graded
+# exercises, three derivation steps and two predictions.
+#
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
 # Until you implement a function, its checks fail with `NotImplementedError`; that is expected.
