@@ -1,6 +1,7 @@
 # The course's commands. Each one creates .venv first when it is missing or out of date
 # (for anyone but .venv's owner, it says so and uses .venv as it is).
 #   make lab     JupyterLab on notebooks/        make test    the whole test suite
+#   make check   the unit tier of the tests (not the slow ones), for contributors: about a minute
 #   make install create .venv or bring it up to date with pyproject.toml and constraints.txt
 #   make build   regenerate release/, notebooks/, solutions/ from source/*.py
 #   make grade ASSIGNMENT=03_backward            grade submitted/*/ASSIGNMENT
@@ -15,7 +16,7 @@ ASSIGNMENT ?= 03_backward
 LAB_ARGS ?=
 REPORT_ARGS ?=
 
-.PHONY: lab test build grade report bench bench-grade clean install
+.PHONY: lab test check build grade report bench bench-grade clean install
 
 define install_venv
 test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +50,9 @@ test: $(STAMP)
 	bash tools/ensure-chromium
 	bash tools/ensure-proxy
 	$(PY) -m pytest --durations=15
+
+check: $(STAMP)
+	$(PY) -m pytest -m "not slow" -q
 
 build: $(STAMP)
 	$(PY) -m grader build

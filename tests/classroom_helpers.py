@@ -18,7 +18,6 @@ import pwd
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,15 +27,10 @@ from pathlib import Path
 
 from grader.sandbox.isolation import _blocking_ancestor
 from tests.conftest import ROOT
+from tests.course_helpers import free_port
 
 PROXY = ROOT / "build" / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def poll(condition, seconds: float, every: float = 0.25):

@@ -13,17 +13,15 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 
 import pytest
 
 from tests.conftest import ASSIGNMENTS, ROOT, subprocess_env
+from tests.course_helpers import free_port, jupyter_folders, stop, wait_for_server
 
 pytestmark = pytest.mark.slow
 
@@ -50,28 +48,6 @@ LAB_SETTINGS = {
 
 # Outputs JupyterLab renders with the stderr MIME type: stderr streams and error tracebacks.
 STDERR_OUTPUTS = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stop(process: subprocess.Popen) -> None:
-    """SIGTERM to the process group (server and kernels), SIGKILL if it lingers."""
-    if process.poll() is not None:
-        return
-    for sig, wait_s in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 @pytest.fixture(scope="module")
@@ -105,9 +81,7 @@ def lab(tmp_path_factory, chromium_path):
     for name in list(env):
         if name.startswith(("JUPYTER", "JPY_")) or name == "PYTHONPATH":
             del env[name]
-    env.update(HOME=str(base / "home"), JUPYTER_CONFIG_DIR=str(base / "config"),
-               JUPYTER_DATA_DIR=str(base / "data"), JUPYTER_RUNTIME_DIR=str(base / "runtime"),
-               JUPYTERLAB_SETTINGS_DIR=str(base / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"))
+    env.update(jupyter_folders(base))
     for name, value in LAB_SETTINGS.items():
         path = base / "settings" / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,17 +99,7 @@ def lab(tmp_path_factory, chromium_path):
             cwd=base, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, f"JupyterLab exited:\n{log_path.read_text()[-4000:]}"
-            try:
-                with urllib.request.urlopen(f"{base_url}/api/status?token={token}", timeout=5) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"JupyterLab did not answer in 120 s:\n{log_path.read_text()[-4000:]}"
-            time.sleep(0.5)
+        wait_for_server(process, base_url, token, log_path, 120)
         yield base_url, token, log_path
     finally:
         stop(process)

@@ -42,12 +42,14 @@ def generated_files(root):
     return sorted(str(p.relative_to(root)) for folder in GENERATED for p in (root / folder).rglob("*") if p.is_file())
 
 
+@pytest.mark.slow  # builds the whole course in a copy (`make build`), about 10 s once
 def test_rebuild_reproduces_every_generated_file(rebuilt):
     assert generated_files(rebuilt) == generated_files(ROOT), "generated files differ: run `make build` and commit"
     for name in generated_files(ROOT):
         assert (rebuilt / name).read_text() == (ROOT / name).read_text(), f"{name} is stale: run `make build`"
 
 
+@pytest.mark.slow  # builds the whole course in a copy (`make build`), about 10 s once
 def test_release_contains_only_notebooks(rebuilt):
     for assignment in ASSIGNMENTS:
         files = sorted(p.name for p in (rebuilt / "release" / assignment).iterdir())
@@ -103,6 +105,7 @@ def test_no_solutions_or_hidden_tests_leak(assignment):
     assert_editions_leak_nothing(ROOT, assignment)
 
 
+@pytest.mark.slow  # builds the whole course in a copy (`make build`), about 10 s once
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_rebuilt_editions_leak_nothing(rebuilt, assignment):
     """What build() makes of today's source/."""
@@ -146,6 +149,7 @@ def nbgrader_meta(cell) -> dict:
     return cell.metadata.get("nbgrader", {})
 
 
+@pytest.mark.slow  # builds the whole course in a copy (`make build`), about 10 s once
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_self_study_edition_is_the_release_plus_front_cells_and_extra_checks(rebuilt, assignment):
     """Every release cell, unchanged and in order; after each test cell with hidden tests, its extra checks."""
@@ -236,6 +240,7 @@ def run_cell(text: str, name: str, namespace: dict):
     return out.getvalue(), None
 
 
+@pytest.mark.slow  # builds the whole course in a copy (`make build`), about 10 s once
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_extra_checks_pass_on_the_solutions(rebuilt, assignment):
     """The solved self-study notebook: every visible check and every extra check passes, and says so."""
@@ -248,6 +253,7 @@ def test_extra_checks_pass_on_the_solutions(rebuilt, assignment):
             assert "✔" in printed, f"{assignment}: {cell_id} passed without saying so:\n{printed}"
 
 
+@pytest.mark.slow  # builds the whole course in a copy (`make build`), about 10 s once
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_extra_checks_fail_on_the_stubs(rebuilt, assignment):
     """The unsolved self-study notebook: no extra check passes an exercise nobody has written."""
@@ -260,6 +266,7 @@ def test_extra_checks_fail_on_the_stubs(rebuilt, assignment):
                 f"{assignment}: {cell_id} on the stub gave {error!r}, not the unwritten exercise or a diagnosis")
 
 
+@pytest.mark.slow  # builds the whole course in a copy (`make build`), about 10 s once
 def test_extra_checks_catch_the_shortcut_variance_the_visible_check_lets_through(rebuilt):
     """Issue 13's example: E[x^2] - mu^2 passes 01's visible check; the extra checks name the mistake."""
     if "01_bn_vs_ln" not in ASSIGNMENTS:
@@ -278,6 +285,7 @@ def test_extra_checks_catch_the_shortcut_variance_the_visible_check_lets_through
     assert "Likely cause" in str(error)
 
 
+@pytest.mark.slow  # every mutant of a notebook through its self-study checks, 3-40 s each
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_extra_checks_diagnose_every_mutant_as_the_graded_version_does(rebuilt, assignment):
     """On every generated mutant and correct variant (tests/mutants/), visible checks then extra checks give

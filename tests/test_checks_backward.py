@@ -111,6 +111,7 @@ def test_stub_raises_not_implemented():
         checks.check_layer_norm_jacobian(stub)
 
 
+@pytest.mark.slow  # a grading sandbox importing torch
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the grading sandbox runs on Linux")
 def test_torch_jacobian_is_seen_through_a_grading_sandbox():
     """Under grader grade the measurement is taken in the sandbox, around the real call."""

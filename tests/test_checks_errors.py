@@ -149,6 +149,7 @@ def sandbox():
         yield box
 
 
+@pytest.mark.slow  # a grading sandbox
 def test_the_diagnosis_survives_a_grading_sandbox(sandbox):
     """Under `grader grade` the exception comes back as text (AxisError renamed): the same diagnosis."""
     from tests.implementations import define_in_sandbox
@@ -162,12 +163,14 @@ def test_the_diagnosis_survives_a_grading_sandbox(sandbox):
     assert "x: float64 array of shape (4,)" in text, text
 
 
+@pytest.mark.slow  # a grading sandbox
 def test_not_implemented_survives_a_grading_sandbox(sandbox):
     sandbox.run_cell("def rms_norm(x, gamma, eps=1e-6):\n    raise NotImplementedError()\n")
     with pytest.raises(NotImplementedError):
         rmsnorm.check_rms_norm(sandbox.lookup("rms_norm"))
 
 
+@pytest.mark.slow  # a grading sandbox
 def test_a_failing_one_pass_call_in_a_grading_sandbox_is_diagnosed(sandbox):
     sandbox.run_cell("def welford_mean_var(x):\n    n, mean = len(x), float(x[0])\n    return mean, 1.0 / (n - n)\n")
     with pytest.raises(LearnerError) as failure:

@@ -123,6 +123,7 @@ def test_qk_stub_raises_not_implemented():
         checks.check_qk_norm_logits(stub)
 
 
+@pytest.mark.slow  # a subprocess importing torch
 def test_qk_checks_import_torch_only_when_run():
     import subprocess
     import sys

@@ -196,6 +196,7 @@ def test_stubs_raise_not_implemented():
             check(stub)
 
 
+@pytest.mark.slow  # a fresh interpreter in a subprocess
 def test_checks_do_not_import_torch():
     import subprocess
     import sys
@@ -211,6 +212,7 @@ def sandbox():
         yield box
 
 
+@pytest.mark.slow  # a grading sandbox
 @pytest.mark.parametrize("mean_var", [impl.welford_classic, impl.welford_indexed, impl.welford_first_element],
                          ids=lambda f: f.__name__)
 def test_one_pass_check_passes_through_a_grading_sandbox(sandbox, mean_var):
@@ -221,6 +223,7 @@ def test_one_pass_check_passes_through_a_grading_sandbox(sandbox, mean_var):
     checks.check_welford_one_pass(proxy, n=300, offset=10**9, dtype=np.int64, seed=2)
 
 
+@pytest.mark.slow  # a grading sandbox
 @pytest.mark.parametrize("name", list(impl.WRONG_ONE_PASS))
 def test_one_pass_diagnoses_survive_a_grading_sandbox(sandbox, name):
     function, diagnosis, kwargs = impl.WRONG_ONE_PASS[name]

@@ -42,7 +42,9 @@ import nbformat
 import pytest
 
 from tests.conftest import ROOT
-from tests.test_exchange import exercise_points, splice
+from tests import course_helpers
+from tests.course_helpers import splice
+from tests.test_exchange import exercise_points
 
 pytestmark = pytest.mark.slow
 
@@ -284,10 +286,7 @@ def hub_nbgrader_config(exchange: Path) -> str:
 
 def copy_course(course: Path, instructor) -> None:
     """What `make build` needs of the course, copied into the instructor's home, owned by them."""
-    course.mkdir()
-    for name in ["nbgrader_config.py", "pyproject.toml"]:
-        shutil.copy2(ROOT / name, course / name)
-    shutil.copytree(ROOT / "source", course / "source", ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
+    course_helpers.copy_course(course)
     lab_settings = {f".jupyter/lab/user-settings/{k}": json.dumps(v) for k, v in LAB_SETTINGS.items()}
     give_home(instructor, {".jupyter/nbgrader_config.py": instructor_config(course), **lab_settings})
 

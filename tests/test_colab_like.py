@@ -28,6 +28,7 @@ import nbformat
 import pytest
 
 from tests.conftest import ASSIGNMENTS, ROOT
+from tests.course_helpers import type_solutions
 
 pytestmark = pytest.mark.slow
 
@@ -131,13 +132,7 @@ def colab(tmp_path_factory):
 def solved_self_study_notebook(assignment: str):
     """notebooks/ID.ipynb with each solution cell's source replaced by solutions/ID.ipynb's (same cell id)."""
     nb = nbformat.read(ROOT / "notebooks" / f"{assignment}.ipynb", as_version=4)
-    solved = {c.id: c for c in nbformat.read(ROOT / "solutions" / f"{assignment}.ipynb", as_version=4).cells}
-    n = 0
-    for cell in nb.cells:
-        if cell.metadata.get("nbgrader", {}).get("solution"):
-            cell.source = solved[cell.id].source
-            n += 1
-    assert n, f"notebooks/{assignment}.ipynb has no solution cell"
+    assert type_solutions(nb, ROOT / "solutions" / f"{assignment}.ipynb"), f"notebooks/{assignment}.ipynb has no solution cell"
     return nb
 
 

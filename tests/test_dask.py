@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,18 +19,13 @@ from pathlib import Path
 import pytest
 
 from grader import dask_pool
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import subprocess_env
+from tests.course_helpers import free_port, make_course
 from tests.test_jobs import _gradebook
 
 ASSIGNMENT = "06_welford"  # the quickest notebook to grade
 LEARNERS = 16
 VENV_BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- slots: one sandbox uid per live worker process on a machine -----------------------------------------
@@ -58,7 +52,7 @@ def test_live_workers_hold_distinct_slots_and_a_dead_ones_slot_is_reused(tmp_pat
 # -- a loopback cluster ------------------------------------------------------------------------------------
 class Cluster:
     def __init__(self, folder: Path, workers: int = 2):
-        self.port = _free_port()
+        self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.folder = folder
         env = subprocess_env()
@@ -107,15 +101,8 @@ def test_the_pool_runs_jobs_on_every_worker_and_each_reports_its_sandbox(cluster
 # -- a class graded twice: locally, and on the cluster with one worker killed -------------------------------
 def _course(tmp_path: Path) -> tuple[Path, dict]:
     from grader.bench_grade import make_class
-    from grader.build import build
 
-    base = tmp_path / "base"
-    base.mkdir()
-    for name in ["nbgrader_config.py", "pyproject.toml"]:
-        shutil.copy2(ROOT / name, base / name)
-    (base / "source").mkdir()
-    shutil.copytree(ROOT / "source" / ASSIGNMENT, base / "source" / ASSIGNMENT, ignore=shutil.ignore_patterns("*.ipynb"))
-    build(base, [ASSIGNMENT])
+    base = make_course(tmp_path, ASSIGNMENT, name="base")
     roster = make_class(base, [ASSIGNMENT], LEARNERS)
     return base, roster
 
@@ -178,7 +165,7 @@ def test_dask_grading_equals_local_grading_and_survives_a_killed_worker(tmp_path
 @pytest.mark.slow
 def test_an_unreachable_scheduler_scores_nobody(tmp_path):
     base, _ = _course(tmp_path)
-    out, err = _grade(base, "--scheduler", f"tcp://127.0.0.1:{_free_port()}").communicate(timeout=300)
+    out, err = _grade(base, "--scheduler", f"tcp://127.0.0.1:{free_port()}").communicate(timeout=300)
     assert "no usable worker" in err and "Nothing was scored" in err, err
     assert not (base / "grades.csv").exists()
     assert _cached(base) == 0

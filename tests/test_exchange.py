@@ -14,7 +14,6 @@ import csv
 import html
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pytest
 
 from grader.build import build
 from tests.conftest import ASSIGNMENTS, ROOT, subprocess_env
+from tests.course_helpers import copy_course, splice
 
 pytestmark = pytest.mark.slow
 
@@ -119,23 +119,6 @@ def exercise_points(source_nb) -> tuple[list[float], float]:
     return per_exercise, total
 
 
-def splice(fetched: Path, solutions: Path, how_many: int | None) -> list[str]:
-    """Type the solutions into a fetched notebook: copy each solution cell's source by cell id.
-
-    Only the first ``how_many`` solution cells (all when None); returns their ids.
-    """
-    nb = nbformat.read(fetched, as_version=4)
-    solved = {c.id: c for c in nbformat.read(solutions, as_version=4).cells}
-    answer_ids = [c.id for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
-    chosen = answer_ids if how_many is None else answer_ids[:how_many]
-    for cell in nb.cells:
-        if cell.id in chosen:
-            assert cell.id in solved, f"solutions/ has no cell {cell.id!r}"
-            cell.source = solved[cell.id].source
-    nbformat.write(nb, fetched)
-    return chosen
-
-
 def page_text(path: Path) -> str:
     """The text a reader sees in an HTML page (tags dropped, entities decoded)."""
     text = path.read_text(encoding="utf-8")
@@ -157,11 +140,7 @@ def cycle(tmp_path_factory):
     base = tmp_path_factory.mktemp("exchange-cycle")
     exchange = base / "exchange"
     exchange.mkdir()
-    course = base / "instructor" / "course"
-    course.mkdir(parents=True)
-    for name in ["nbgrader_config.py", "pyproject.toml"]:
-        shutil.copy2(ROOT / name, course / name)
-    shutil.copytree(ROOT / "source", course / "source", ignore=shutil.ignore_patterns("*.ipynb", "__pycache__"))
+    course = copy_course(base / "instructor" / "course")
     build(course, ASSIGNMENTS)  # `make build`: source notebooks, release/ and the gradebook
 
     users = {"instructor": {"home": base / "instructor" / "home", "work": course}}

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import subprocess_env
-from tests.test_hostile import ASSIGNMENT, WRONG, make_course, solution_sources, submission, submit
+from tests.course_helpers import make_course, submit
+from tests.test_hostile import ASSIGNMENT, WRONG, solution_sources, submission
 from tests.test_operator_safety import alive, descendants
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]

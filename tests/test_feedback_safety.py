@@ -17,14 +17,14 @@ The configuration under test is nbgrader_config.py (HTMLExporter section).
 import base64
 import io
 import os
-import shutil
 import subprocess
 import sys
 
 import nbformat
 import pytest
 
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import subprocess_env
+from tests.course_helpers import make_course, submit
 
 # Outputs whose every type was removed leave nbconvert nothing to show, and it says so.
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Your element with mimetype")]
@@ -178,26 +178,6 @@ def submission(release) -> nbformat.NotebookNode:
     return nb
 
 
-def make_course(tmp_path):
-    course = tmp_path / "course"
-    course.mkdir()
-    for name in ["nbgrader_config.py", "pyproject.toml"]:
-        shutil.copy2(ROOT / name, course / name)
-    (course / "source").mkdir()
-    shutil.copytree(ROOT / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT,
-                    ignore=shutil.ignore_patterns("*.ipynb"))
-    from grader.build import build
-
-    build(course, [ASSIGNMENT])
-    return course
-
-
-def submit(course, student: str, nb) -> None:
-    folder = course / "submitted" / student / ASSIGNMENT
-    folder.mkdir(parents=True)
-    nbformat.write(nb, folder / f"{ASSIGNMENT}.ipynb")
-
-
 def inject_outputs(path) -> None:
     """Put the hostile outputs into the graded notebook: into the learner's cell and a test cell."""
     nb = nbformat.read(path, as_version=4)
@@ -240,8 +220,8 @@ def formgrade_page(course, student: str):
 def html_pages(tmp_path_factory):
     """graded: `grader grade`'s feedback; nbgrader: plain `nbgrader generate_feedback`'s, after the
     hostile outputs were written into the graded notebook; formgrade: the formgrader's view of it."""
-    course = make_course(tmp_path_factory.mktemp("feedback_safety"))
-    submit(course, STUDENT, submission(course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"))
+    course = make_course(tmp_path_factory.mktemp("feedback_safety"), ASSIGNMENT)
+    submit(course, STUDENT, submission(course / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"), ASSIGNMENT)
     env = subprocess_env()
     result = subprocess.run([sys.executable, "-m", "grader", "grade", ASSIGNMENT, "--root", str(course),
                              "--timeout", "30", "--jobs", "1"], capture_output=True, text=True, env=env, timeout=600)

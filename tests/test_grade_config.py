@@ -83,6 +83,7 @@ def test_the_command_line_reaches_grade(monkeypatch, tmp_path):
         cli.main(["grade", "03_backward", "--Execute.timeout=3"])  # only GradeConfig settings here
 
 
+@pytest.mark.slow  # subprocesses of the command line
 def test_every_setting_has_help_and_help_all_lists_it():
     traits = GradeConfig.class_traits(config=True)
     assert {"jobs", "cell_timeout", "notebook_timeout", "isolation", "cache_dir", "use_cache", "scheduler"} <= set(traits)

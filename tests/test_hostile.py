@@ -35,8 +35,9 @@ import nbformat
 import numpy as np
 import pytest
 
-from grader.build import SOLUTION_MARKER, build, script_to_notebook
+from tests import course_helpers
 from tests.conftest import ROOT, subprocess_env
+from tests.course_helpers import make_course, submit
 
 # One malformed case pastes a test cell twice on purpose: nbformat warns about its duplicate id.
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId")]
@@ -440,8 +441,7 @@ SANDBOX_UIDS = range(61000, 61064)
 
 
 def solution_sources():
-    source = script_to_notebook(ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.py")  # the .ipynb is git-ignored
-    return {c.id: SOLUTION_MARKER.sub("", c.source) for c in source.cells if c.id in EXERCISES}
+    return course_helpers.solution_sources(ASSIGNMENT, EXERCISES)
 
 
 def submission(answers: dict, trick: str = "") -> nbformat.NotebookNode:
@@ -472,28 +472,6 @@ def tree_digest(path):
         elif p.is_file():
             digest.update(str(p.relative_to(path)).encode() + p.read_bytes())
     return digest.hexdigest()
-
-
-def make_course(tmp_path):
-    course = tmp_path / "course"
-    course.mkdir()
-    for name in ["nbgrader_config.py", "pyproject.toml"]:
-        shutil.copy2(ROOT / name, course / name)
-    (course / "source").mkdir()
-    shutil.copytree(ROOT / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT, ignore=shutil.ignore_patterns("*.ipynb"))
-    build(course, [ASSIGNMENT])
-    return course
-
-
-def submit(course, student, content):
-    folder = course / "submitted" / student / ASSIGNMENT
-    folder.mkdir(parents=True)
-    if isinstance(content, bytes):
-        (folder / f"{ASSIGNMENT}.ipynb").write_bytes(content)
-    elif isinstance(content, tuple):  # (file name, notebook)
-        nbformat.write(content[1], folder / content[0])
-    else:
-        nbformat.write(content, folder / f"{ASSIGNMENT}.ipynb")
 
 
 def grade(course, timeout=20, unrecordable=0):

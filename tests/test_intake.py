@@ -22,10 +22,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from grader import intake
-from grader.build import build
 from grader.intake import mirror_submission
 from grader.terminal import printable
-from tests.conftest import ROOT
+from tests.course_helpers import make_course
 
 ASSIGNMENT = "03_backward"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
@@ -38,13 +37,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCel
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     """03_backward's source, release and gradebook in a fresh course folder (about 10 s)."""
-    course = tmp_path_factory.mktemp("intake") / "course"
-    course.mkdir()
-    for name in ["nbgrader_config.py", "pyproject.toml"]:
-        shutil.copy2(ROOT / name, course / name)
-    (course / "source").mkdir()
-    shutil.copytree(ROOT / "source" / ASSIGNMENT, course / "source" / ASSIGNMENT, ignore=shutil.ignore_patterns("*.ipynb"))
-    build(course, [ASSIGNMENT])
+    course = make_course(tmp_path_factory.mktemp("intake"), ASSIGNMENT)
     (course.parent / "secret.txt").write_text(SECRET)
     return course
 
@@ -705,18 +698,21 @@ def fuzz_settings(examples: int):
                                            HealthCheck.large_base_example])
 
 
+@pytest.mark.slow  # Hypothesis, hundreds of examples
 @fuzz_settings(FUZZ_EXAMPLES)
 @given(data=st.data())
 def test_fuzzed_notebooks_always_become_valid_notebooks(course, answered_release, data):
     fuzz_one(course, data.draw(mutated_notebooks(answered_release)), "fuzz")
 
 
+@pytest.mark.slow  # Hypothesis, hundreds of examples
 @fuzz_settings(FUZZ_EXAMPLES // 3)
 @given(raw=st.binary(max_size=2000))
 def test_fuzzed_bytes_always_become_valid_notebooks(course, raw):
     fuzz_one(course, raw, "fuzz_bytes")
 
 
+@pytest.mark.slow  # Hypothesis, nbgrader on each example
 @fuzz_settings(SANITISE_EXAMPLES)
 @given(data=st.data())
 def test_nbgrader_sanitises_whatever_intake_writes(course, answered_release, sanitise, data):

@@ -243,6 +243,7 @@ def test_notebook_folder_is_copied_in_and_writes_stay_inside(scratch, monkeypatc
     assert not Path(prepared).exists()
 
 
+@pytest.mark.slow  # a sandbox, seconds
 def test_detached_processes_do_not_outlive_the_notebook(scratch):
     report = teardown_report(scratch)
     check_teardown(report)
@@ -265,6 +266,7 @@ def group_limits(pid: int) -> dict:
     return found
 
 
+@pytest.mark.slow  # a sandbox filling its memory limit
 def test_memory_hog_is_killed_alone(scratch):
     from grader.sandbox import cgroup
 
@@ -362,6 +364,7 @@ def unprivileged_main() -> None:
     print("REPORT " + json.dumps(report))
 
 
+@pytest.mark.slow  # a throw-away user and a sandbox in a subprocess
 @pytest.mark.skipif(not IS_ROOT, reason="needs root to create a throw-away unprivileged user")
 def test_unprivileged_instructor():
     if not (shutil.which("useradd") and shutil.which("runuser") and shutil.which("unshare")):
@@ -402,6 +405,7 @@ if __name__ == "__main__" and "--unprivileged" in sys.argv:
     unprivileged_main()
 
 
+@pytest.mark.slow  # a sandbox of its own
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="namespaces")
 def test_packages_that_live_under_tmp_stay_visible(scratch, tmp_path, monkeypatch):
     """A checkout (and its venv) under /tmp, as CI's may be: the private /tmp must not cover them."""
@@ -424,6 +428,7 @@ def test_packages_that_live_under_tmp_stay_visible(scratch, tmp_path, monkeypatc
     assert seen == [str(tmp_path / "grader" / "__init__.py"), True]
 
 
+@pytest.mark.slow  # a sandbox of its own
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="namespaces")
 def test_secret_folders_inside_an_allowed_path_stay_hidden(scratch, tmp_path, monkeypatch):
     """An exchange (or course) inside a folder the sandbox must show, e.g. /usr/local/share or a

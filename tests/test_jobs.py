@@ -23,7 +23,8 @@ import pytest
 
 from grader import jobs, results
 from tests.conftest import subprocess_env
-from tests.test_hostile import ASSIGNMENT, make_course, solution_sources, submission, submit, tree_digest
+from tests.course_helpers import make_course, submit
+from tests.test_hostile import ASSIGNMENT, solution_sources, submission, tree_digest
 
 
 # -- units: keys and acceptance, no execution ------------------------------------------------

@@ -9,26 +9,18 @@ by hand (see README), not here.
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import time
 import urllib.request
 import uuid
 
 import pytest
 
 from tests.conftest import ASSIGNMENTS, ROOT
+from tests.course_helpers import free_port, jupyter_folders, stop, wait_for_server
 
 pytestmark = pytest.mark.slow
 
 STARTUP_TIMEOUT_S = 180
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url: str):
@@ -47,39 +39,19 @@ def make_lab(tmp_path_factory):
     if os.geteuid() == 0:
         lab_args.append("--allow-root")  # containers and CI run as root; Jupyter refuses without it
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "MAKE", "MFLAGS"))}
-    env.update(HOME=str(base / "home"), JUPYTER_CONFIG_DIR=str(base / "config"), JUPYTER_DATA_DIR=str(base / "data"),
-               JUPYTER_RUNTIME_DIR=str(base / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"))
+    env.update(jupyter_folders(base))
     (base / "home").mkdir()
     log_path = base / "make-lab.log"
-    began = time.monotonic()
     with open(log_path, "w") as log:
         process = subprocess.Popen(["make", "--no-print-directory", "lab", "LAB_ARGS=" + " ".join(lab_args)],
                                    cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        while True:
-            assert process.poll() is None, f"make lab exited with {process.returncode}:\n{log_path.read_text()[-4000:]}"
-            try:
-                if get(f"{url}/api/status?token={token}")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() - began < STARTUP_TIMEOUT_S, (
-                f"make lab did not serve in {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()[-4000:]}")
-            time.sleep(0.5)
-        print(f"make lab answered after {time.monotonic() - began:.1f} s")
+        took = wait_for_server(process, url, token, log_path, STARTUP_TIMEOUT_S, what="make lab", reply_timeout=10)
+        print(f"make lab answered after {took:.1f} s")
         yield url, token
     finally:
-        for sig, wait_s in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
-            try:
-                os.killpg(process.pid, sig)
-                process.wait(wait_s)
-                break
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        stop(process)
 
 
 def test_make_lab_serves_jupyterlab(make_lab):

@@ -22,7 +22,8 @@ import pytest
 
 from tests.classroom_helpers import kill_processes, namespace_setup, remove_user, user_command
 from tests.conftest import ROOT
-from tests.test_hostile import ASSIGNMENT, WRONG, make_course, solution_sources, submission, submit
+from tests.course_helpers import make_course, submit
+from tests.test_hostile import ASSIGNMENT, WRONG, solution_sources, submission
 
 pytestmark = pytest.mark.slow
 

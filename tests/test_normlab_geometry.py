@@ -323,6 +323,7 @@ def test_module_ships_no_hand_written_norm():
     np.testing.assert_allclose(geometry._layer_norm(x, EPS)[1, 2], ln_ref(x[1, 2]), atol=1e-12)
 
 
+@pytest.mark.slow  # a subprocess running the benchmark
 def test_benchmark_runs_headless():
     from normlab import bench_widget
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, subprocess_env
-from tests.test_hostile import ASSIGNMENT, grade, make_course, solution_sources, submission, submit
+from tests.course_helpers import make_course, submit
+from tests.test_hostile import ASSIGNMENT, grade, solution_sources, submission
 
 
 def test_make_clean_removes_only_regenerable_files(tmp_path):

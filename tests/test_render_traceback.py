@@ -61,6 +61,7 @@ def test_a_failed_check_shows_its_diagnosis_without_grader_frames(tmp_path):
     assert attempt.data["text/plain"] == "" and attempt.data[MIME]["records"][-1]["outcome"] == "failed"
 
 
+@pytest.mark.slow  # a subprocess
 def test_outside_ipython_a_check_displays_and_writes_nothing_extra():
     code = f'''
 import numpy as np

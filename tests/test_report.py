@@ -520,7 +520,8 @@ def test_a_known_mistake_reaches_result_gradebook_feedback_and_report(tmp_path):
     from nbgrader.api import Gradebook
 
     from grader.checks.backward import check_layer_norm_vjp
-    from tests.test_hostile import ASSIGNMENT as BACKWARD, make_course, solution_sources, submission, submit
+    from tests.course_helpers import make_course, submit
+    from tests.test_hostile import ASSIGNMENT as BACKWARD, solution_sources, submission
 
     right = solution_sources()
     body = right["layer_norm_vjp"].split('"""', 2)

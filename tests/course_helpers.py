@@ -1,0 +1,140 @@
+"""Helpers several test modules share: a course copy, solutions typed into a notebook, a local
+Jupyter server (its environment, its port, waiting for it and stopping it).
+
+Not a test module (no ``test_`` prefix): importing it runs nothing and collects nothing.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+
+from tests.conftest import ROOT
+
+# What every course copy has: the course's nbgrader configuration and the package metadata.
+COURSE_FILES = ["nbgrader_config.py", "pyproject.toml"]
+# Generated notebooks and byte code are never copied: a copy is built from the percent scripts.
+SOURCE_IGNORE = shutil.ignore_patterns("*.ipynb", "__pycache__")
+
+
+# -- a course copy -----------------------------------------------------------------------------------------
+def copy_course(course: Path, assignments: list[str] | None = None) -> Path:
+    """``course`` (created, with its parents) holding the course files and source/ for ``assignments``
+    (all of source/ when None), not built."""
+    course.mkdir(parents=True)
+    for name in COURSE_FILES:
+        shutil.copy2(ROOT / name, course / name)
+    if assignments is None:
+        shutil.copytree(ROOT / "source", course / "source", ignore=SOURCE_IGNORE)
+    else:
+        (course / "source").mkdir()
+        for assignment in assignments:
+            shutil.copytree(ROOT / "source" / assignment, course / "source" / assignment, ignore=SOURCE_IGNORE)
+    return course
+
+
+def make_course(tmp_path: Path, assignment: str = "03_backward", name: str = "course") -> Path:
+    """A course folder ``tmp_path/name`` with ``assignment``'s source, release and gradebook (`make build`)."""
+    from grader.build import build
+
+    course = copy_course(tmp_path / name, [assignment])
+    build(course, [assignment])
+    return course
+
+
+def submit(course: Path, student: str, content, assignment: str = "03_backward") -> None:
+    """Put a submission in submitted/STUDENT/ASSIGNMENT/: a notebook, raw bytes, or (file name, notebook)."""
+    folder = course / "submitted" / student / assignment
+    folder.mkdir(parents=True)
+    if isinstance(content, bytes):
+        (folder / f"{assignment}.ipynb").write_bytes(content)
+    elif isinstance(content, tuple):
+        nbformat.write(content[1], folder / content[0])
+    else:
+        nbformat.write(content, folder / f"{assignment}.ipynb")
+
+
+# -- solutions ---------------------------------------------------------------------------------------------
+def solution_sources(assignment: str, ids) -> dict[str, str]:
+    """The solution code of the cells ``ids`` of source/ASSIGNMENT (markers removed), by cell id."""
+    from grader.build import SOLUTION_MARKER, script_to_notebook
+
+    source = script_to_notebook(ROOT / "source" / assignment / f"{assignment}.py")  # the .ipynb is git-ignored
+    return {c.id: SOLUTION_MARKER.sub("", c.source) for c in source.cells if c.id in ids}
+
+
+def type_solutions(nb, solutions: Path, how_many: int | None = None) -> list[str]:
+    """Copy into ``nb`` each solution cell's source from the notebook ``solutions`` (same cell id).
+
+    Only the first ``how_many`` solution cells (all when None); returns their ids.
+    """
+    solved = {c.id: c for c in nbformat.read(solutions, as_version=4).cells}
+    answer_ids = [c.id for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    chosen = answer_ids if how_many is None else answer_ids[:how_many]
+    for cell in nb.cells:
+        if cell.id in chosen:
+            assert cell.id in solved, f"{solutions} has no cell {cell.id!r}"
+            cell.source = solved[cell.id].source
+    return chosen
+
+
+def splice(fetched: Path, solutions: Path, how_many: int | None) -> list[str]:
+    """Type the solutions into the notebook file ``fetched`` (see type_solutions); returns the ids."""
+    nb = nbformat.read(fetched, as_version=4)
+    chosen = type_solutions(nb, solutions, how_many)
+    nbformat.write(nb, fetched)
+    return chosen
+
+
+# -- a local Jupyter server --------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def jupyter_folders(base: Path) -> dict[str, str]:
+    """Environment variables giving a Jupyter server a home, configuration and settings of its own under ``base``."""
+    return dict(HOME=str(base / "home"), JUPYTER_CONFIG_DIR=str(base / "config"), JUPYTER_DATA_DIR=str(base / "data"),
+                JUPYTER_RUNTIME_DIR=str(base / "runtime"), JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
+                JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"))
+
+
+def wait_for_server(process: subprocess.Popen, url: str, token: str, log_path: Path, seconds: float,
+                    what: str = "JupyterLab", reply_timeout: float = 5) -> float:
+    """Poll ``url``/api/status until it answers 200; fail, with the log's tail, if the server exits or
+    ``seconds`` pass. Returns the seconds it took."""
+    began = time.monotonic()
+    while True:
+        assert process.poll() is None, f"{what} exited with {process.returncode}:\n{log_path.read_text()[-4000:]}"
+        try:
+            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=reply_timeout) as reply:
+                if reply.status == 200:
+                    return time.monotonic() - began
+        except OSError:
+            pass
+        assert time.monotonic() - began < seconds, (
+            f"{what} did not answer in {seconds:.0f} s:\n{log_path.read_text()[-4000:]}")
+        time.sleep(0.5)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM to the process group (server and kernels), SIGKILL if it lingers. The group is
+    signalled even when its leader has exited (``make`` gone, the server it started still running)."""
+    for sig, wait_s in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
