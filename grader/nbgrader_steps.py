@@ -13,6 +13,8 @@ Both run in the trusted grading process; submissions never touch the gradebook.
 """
 from __future__ import annotations
 
+import glob
+
 import html
 import stat
 from pathlib import Path
@@ -268,7 +270,9 @@ def course_directory(config, root: Path, assignment: str, student: str):
     from nbgrader.coursedir import CourseDirectory
 
     coursedir = CourseDirectory(config=config)
-    coursedir.root, coursedir.assignment_id, coursedir.student_id = str(root), assignment, student
+    # nbgrader globs with student_id, then reads the id back from the matched path: escaped, a
+    # learner folder named "*" or "[ab]" matches itself only, never every other learner's folder.
+    coursedir.root, coursedir.assignment_id, coursedir.student_id = str(root), assignment, glob.escape(student)
     return coursedir
 
 

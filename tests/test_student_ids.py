@@ -1,0 +1,20 @@
+"""A learner's folder name reaches nbgrader as a literal, never as a pattern.
+
+nbgrader finds a submission by globbing ``{step}/{student_id}/{assignment}`` and reads the
+id back from the path, so an unescaped learner named ``*`` would have every classmate's
+submission sanitised, recorded and given feedback under their phase.
+"""
+import glob
+
+import pytest
+
+from grader.nbgrader_steps import course_directory
+
+
+@pytest.mark.parametrize("name", ["*", "[ab]", "a?", "ada"])
+def test_a_learner_folder_matches_only_itself(tmp_path, name):
+    for learner in {name, "ada", "ab", "a", "bob", "ax"}:
+        (tmp_path / "submitted" / learner / "A").mkdir(parents=True)
+    coursedir = course_directory(None, tmp_path, "A", name)
+    matched = glob.glob(coursedir.format_path("submitted", coursedir.student_id, "A"))
+    assert [path.split("/")[-2] for path in matched] == [name]
