@@ -235,6 +235,7 @@ class Interrupted(Exception):
     """SIGTERM or SIGINT reached the grading run."""
 
 
+NBGRADER_GLOB_CHARACTERS = "*?["  # in a student id, nbgrader's glob (notebook files) matches other learners
 MAX_ATTEMPTS = 2  # a notebook whose worker died is run again once, then scores zero
 
 
@@ -512,6 +513,13 @@ class GradingRun:
     # -- the run ----------------------------------------------------------------------
     def run(self, students: list[str]) -> str | None:
         """Grade every learner; returns None, or why no sandbox could start (nothing was executed)."""
+        patterns = [s for s in students if any(c in s for c in NBGRADER_GLOB_CHARACTERS)]
+        for student in patterns:  # nbgrader would process every classmate's files under this learner's id
+            self.messages[student] = ["this folder's name contains *, ? or [, which nbgrader reads as a pattern "
+                                      "matching other learners' folders: it was not graded. Rename the folder "
+                                      "(e.g. in submitted/) and run the same command again."]
+            self.unfinished.add(student)
+        students = [s for s in students if s not in patterns]
         self.total = len(students) * len(self.notebooks)
         self.progress.start(self.total)
         self.write_messages()
