@@ -289,8 +289,9 @@ class GradingRun:
         With ``GradeConfig.scheduler`` it is a Dask cluster's workers instead (``grader.dask_pool``),
         each of which must start a sandbox before any job is sent.
         """
-        if self.pool is None and self.settings.scheduler and not self.probe_error:
-            self.pool, self.probe_error = _dask_pool(self.settings.scheduler, self.options)
+        if self.settings.scheduler:
+            if self.pool is None and not self.probe_error:  # asked once: a cluster that failed is not retried
+                self.pool, self.probe_error = _dask_pool(self.settings.scheduler, self.options)
         elif self.pool is None:
             self.pool = self._new_pool()
             self.probe = self.pool.submit(_probe, self.options)
