@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 import urllib.request
@@ -138,3 +139,24 @@ def stop(process: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def gradebook_rows(course: Path) -> dict:
+    """Every row of the gradebook's grading tables that a run writes, without database ids."""
+    with sqlite3.connect(course / "build" / "gradebook.db") as db:
+        def rows(query):
+            return sorted(tuple(map(str, row)) for row in db.execute(query))
+
+        return {
+            "submissions": rows("select s.id, a.name from submitted_assignment sa join student s on sa.student_id = s.id "
+                                "join assignment a on sa.assignment_id = a.id"),
+            "notebooks": rows("select count(*) from submitted_notebook"),
+            "grades": rows("select st.id, c.name, g.auto_score, g.manual_score, g.needs_manual_grade from grade g "
+                           "join base_cell c on g.cell_id = c.id join submitted_notebook n on g.notebook_id = n.id "
+                           "join submitted_assignment sa on n.assignment_id = sa.id "
+                           "join student st on sa.student_id = st.id"),
+            "comments": rows("select st.id, c.name, m.auto_comment from comment m "
+                             "join base_cell c on m.cell_id = c.id join submitted_notebook n on m.notebook_id = n.id "
+                             "join submitted_assignment sa on n.assignment_id = sa.id "
+                             "join student st on sa.student_id = st.id"),
+        }

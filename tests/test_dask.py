@@ -21,7 +21,7 @@ import pytest
 from grader import dask_pool
 from tests.conftest import subprocess_env
 from tests.course_helpers import free_port, make_course
-from tests.test_jobs import _gradebook
+from tests.course_helpers import gradebook_rows as _gradebook
 
 ASSIGNMENT = "06_welford"  # the quickest notebook to grade
 LEARNERS = 16

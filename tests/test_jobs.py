@@ -12,7 +12,6 @@ import copy
 import json
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 
 from grader import jobs, results
 from tests.conftest import subprocess_env
+from tests.course_helpers import gradebook_rows as _gradebook
 from tests.course_helpers import make_course, submit
 from tests.test_hostile import ASSIGNMENT, solution_sources, submission, tree_digest
 
@@ -136,27 +136,6 @@ def _grade(course: Path, *extra) -> dict:
     summary = json.loads((course / "build" / "grading" / ASSIGNMENT / "run.json").read_text())
     summary.update(seconds=time.monotonic() - started, stdout=done.stdout, stderr=done.stderr)
     return summary
-
-
-def _gradebook(course: Path) -> dict:
-    """Every row of the gradebook's grading tables that a run writes, without database ids."""
-    with sqlite3.connect(course / "build" / "gradebook.db") as db:
-        def rows(query):
-            return sorted(tuple(map(str, row)) for row in db.execute(query))
-
-        return {
-            "submissions": rows("select s.id, a.name from submitted_assignment sa join student s on sa.student_id = s.id "
-                                "join assignment a on sa.assignment_id = a.id"),
-            "notebooks": rows("select count(*) from submitted_notebook"),
-            "grades": rows("select st.id, c.name, g.auto_score, g.manual_score, g.needs_manual_grade from grade g "
-                           "join base_cell c on g.cell_id = c.id join submitted_notebook n on g.notebook_id = n.id "
-                           "join submitted_assignment sa on n.assignment_id = sa.id "
-                           "join student st on sa.student_id = st.id"),
-            "comments": rows("select st.id, c.name, m.auto_comment from comment m "
-                             "join base_cell c on m.cell_id = c.id join submitted_notebook n on m.notebook_id = n.id "
-                             "join submitted_assignment sa on n.assignment_id = sa.id "
-                             "join student st on sa.student_id = st.id"),
-        }
 
 
 def _outputs(course: Path) -> tuple[str, dict]:
