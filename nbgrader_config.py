@@ -27,7 +27,7 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 c.IgnorePattern.enabled = True
 c.IgnorePattern.pattern = r"Matplotlib is building the font cache|UserWarning: FigureCanvasAgg is non-interactive"
 
-# `python -m grader grade` (grader/config.py; `python -m grader grade --help-all` lists them all).
+# `python -m grader grade` (grader/grading/config.py; `python -m grader grade --help-all` lists them all).
 # Graded notebooks are small; a cell that takes minutes is a hung submission. Plain
 # `nbgrader autograde` gets the same per-cell limit.
 c.GradeConfig.cell_timeout = 120

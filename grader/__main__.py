@@ -1,4 +1,4 @@
 """Command line: ``python -m grader build`` and ``python -m grader grade ASSIGNMENT``."""
-from grader.cli import main
+from grader.grading.cli import main
 
 raise SystemExit(main())

@@ -298,7 +298,7 @@ def _describe_value(value) -> str:
         return repr(value)
     if callable(value):
         return "a function"
-    if hasattr(type(value), "stream_request"):  # grader.sandbox.protocol.StreamSource, e.g. 06's CountingStream
+    if hasattr(type(value), "stream_request"):  # grader.grading.sandbox.protocol.StreamSource, e.g. 06's CountingStream
         try:
             return f"a read-once stream of {len(value)} values"
         except Exception:  # noqa: BLE001

@@ -56,7 +56,7 @@ def register_solutions(encoded: dict) -> None:
 
 
 def encode_solution(text: str) -> str:
-    """How ``grader.build`` stores a solution region in the self-study edition."""
+    """How ``grader.course.build`` stores a solution region in the self-study edition."""
     return base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
 
 

@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from grader.sandbox.isolation import _blocking_ancestor
+from grader.grading.sandbox.isolation import _blocking_ancestor
 from tests.conftest import ROOT
 from tests.course_helpers import free_port
 

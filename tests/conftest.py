@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.implementations
 
-from grader.build import present_assignments  # noqa: E402
+from grader.course.build import present_assignments  # noqa: E402
 
 # LNCOURSE_ASSIGNMENTS=03_backward,04_rmsnorm restricts the suite while authoring.
 _only = [a for a in os.environ.get("LNCOURSE_ASSIGNMENTS", "").split(",") if a]

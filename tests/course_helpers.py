@@ -43,7 +43,7 @@ def copy_course(course: Path, assignments: list[str] | None = None) -> Path:
 
 def make_course(tmp_path: Path, assignment: str = "03_backward", name: str = "course") -> Path:
     """A course folder ``tmp_path/name`` with ``assignment``'s source, release and gradebook (`make build`)."""
-    from grader.build import build
+    from grader.course.build import build
 
     course = copy_course(tmp_path / name, [assignment])
     build(course, [assignment])
@@ -65,7 +65,7 @@ def submit(course: Path, student: str, content, assignment: str = "03_backward")
 # -- solutions ---------------------------------------------------------------------------------------------
 def solution_sources(assignment: str, ids) -> dict[str, str]:
     """The solution code of the cells ``ids`` of source/ASSIGNMENT (markers removed), by cell id."""
-    from grader.build import SOLUTION_MARKER, script_to_notebook
+    from grader.course.build import SOLUTION_MARKER, script_to_notebook
 
     source = script_to_notebook(ROOT / "source" / assignment / f"{assignment}.py")  # the .ipynb is git-ignored
     return {c.id: SOLUTION_MARKER.sub("", c.source) for c in source.cells if c.id in ids}

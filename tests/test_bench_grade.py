@@ -6,7 +6,7 @@ import sys
 import nbformat
 import pytest
 
-from grader.bench_grade import HOSTILE_PREAMBLE, learner_notebook
+from grader.grading.bench import HOSTILE_PREAMBLE, learner_notebook
 from tests.conftest import ROOT, subprocess_env
 
 ASSIGNMENT = "03_backward"
@@ -14,7 +14,7 @@ ASSIGNMENT = "03_backward"
 
 @pytest.fixture(scope="module")
 def notebooks():
-    from grader.build import script_to_notebook
+    from grader.course.build import script_to_notebook
 
     source = script_to_notebook(ROOT / "source" / ASSIGNMENT / f"{ASSIGNMENT}.py")
     release = nbformat.read(ROOT / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)

@@ -68,7 +68,7 @@ def lab(tmp_path_factory, chromium_path):
     notebooks.mkdir()
     for assignment in ASSIGNMENTS:
         if os.environ.get(FROM_SOURCE):  # authoring: today's source/, before `make build`
-            from grader.build import script_to_notebook, solution_edition, write_notebook
+            from grader.course.build import script_to_notebook, solution_edition, write_notebook
 
             script = ROOT / "source" / assignment / f"{assignment}.py"
             write_notebook(solution_edition(script_to_notebook(script)), notebooks / f"{assignment}.ipynb")

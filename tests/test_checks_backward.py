@@ -115,7 +115,7 @@ def test_stub_raises_not_implemented():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the grading sandbox runs on Linux")
 def test_torch_jacobian_is_seen_through_a_grading_sandbox():
     """Under grader grade the measurement is taken in the sandbox, around the real call."""
-    from grader.sandbox.client import Sandbox
+    from grader.grading.sandbox.client import Sandbox
     from tests.implementations import define_in_sandbox
 
     with Sandbox(mode="auto") as box:

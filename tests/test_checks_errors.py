@@ -144,7 +144,7 @@ def test_a_recursion_error_is_explained():
 
 @pytest.fixture(scope="module")
 def sandbox():
-    client = pytest.importorskip("grader.sandbox.client")
+    client = pytest.importorskip("grader.grading.sandbox.client")
     with client.Sandbox(mode="auto") as box:
         yield box
 

@@ -88,7 +88,7 @@ def test_stubs_raise_not_implemented():
 @pytest.mark.parametrize("name", ["x changed in place", "signed maximum", "shift not added", "first token only"])
 def test_gap_diagnoses_survive_isolated_grading(name):
     """Under `grader grade` the learner's function runs in a sandbox and calls `norm` back."""
-    sandbox_module = pytest.importorskip("grader.sandbox.client")
+    sandbox_module = pytest.importorskip("grader.grading.sandbox.client")
     function, diagnosis, kwargs = impl.WRONG_GAPS[name]
     with sandbox_module.Sandbox(mode="auto") as sandbox:
         checks.check_invariance_gap(define_in_sandbox(sandbox, impl.gap_per_token, "invariance_gap"))

@@ -144,7 +144,7 @@ def test_bf16_diagnosis_is_the_same_in_a_grading_sandbox():
     import inspect
     from pathlib import Path
 
-    client = pytest.importorskip("grader.sandbox.client")
+    client = pytest.importorskip("grader.grading.sandbox.client")
     with client.Sandbox(mode="auto") as box:
         reply = box.run_cell(Path(inspect.getsourcefile(impl)).read_text())
         assert not any(o.get("output_type") == "error" for o in reply["outputs"]), reply

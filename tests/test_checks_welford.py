@@ -207,7 +207,7 @@ def test_checks_do_not_import_torch():
 
 @pytest.fixture(scope="module")
 def sandbox():
-    client = pytest.importorskip("grader.sandbox.client")
+    client = pytest.importorskip("grader.grading.sandbox.client")
     with client.Sandbox(mode="auto") as box:
         yield box
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import dask_pool
+from grader.grading import dask_pool
 from tests.conftest import subprocess_env
 from tests.course_helpers import free_port, make_course
 from tests.course_helpers import gradebook_rows as _gradebook
@@ -29,7 +29,7 @@ VENV_BIN = Path(sys.executable).parent
 
 
 # -- slots: one sandbox uid per live worker process on a machine -----------------------------------------
-CLAIM = "import sys, time; from grader import dask_pool; print(dask_pool.claim_slot(sys.argv[1]), flush=True); time.sleep(60)"
+CLAIM = "import sys, time; from grader.grading import dask_pool; print(dask_pool.claim_slot(sys.argv[1]), flush=True); time.sleep(60)"
 
 
 def test_live_workers_hold_distinct_slots_and_a_dead_ones_slot_is_reused(tmp_path):
@@ -100,7 +100,7 @@ def test_the_pool_runs_jobs_on_every_worker_and_each_reports_its_sandbox(cluster
 
 # -- a class graded twice: locally, and on the cluster with one worker killed -------------------------------
 def _course(tmp_path: Path) -> tuple[Path, dict]:
-    from grader.bench_grade import make_class
+    from grader.grading.bench import make_class
 
     base = make_course(tmp_path, ASSIGNMENT, name="base")
     roster = make_class(base, [ASSIGNMENT], LEARNERS)

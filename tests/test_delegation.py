@@ -12,10 +12,10 @@ import inspect
 import numpy as np
 import pytest
 
-from grader.build import SOLUTION_MARKER, script_to_notebook
+from grader.course.build import SOLUTION_MARKER, script_to_notebook
 from grader.checks import backward, bn_vs_ln, geometry, placement, rmsnorm, welford
-from grader.sandbox import client
-from grader.sandbox.client import Sandbox
+from grader.grading.sandbox import client
+from grader.grading.sandbox.client import Sandbox
 from tests.conftest import ASSIGNMENTS, ROOT
 from tests.implementations import backward as backward_impl
 from tests.implementations import bn_vs_ln as bn_vs_ln_impl

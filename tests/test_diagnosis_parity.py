@@ -71,7 +71,7 @@ def _outcome(check, function, kwargs):
 @pytest.fixture(scope="module")
 def sandboxes():
     """One sandbox per implementations module, with the whole module defined in it."""
-    client = pytest.importorskip("grader.sandbox.client")
+    client = pytest.importorskip("grader.grading.sandbox.client")
     opened = {}
     try:
         yield lambda module: opened.get(module.__name__) or opened.setdefault(module.__name__, _open(client, module))

@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.build import build
+from grader.course.build import build
 from tests.conftest import ASSIGNMENTS, ROOT, subprocess_env
 from tests.course_helpers import copy_course, splice
 

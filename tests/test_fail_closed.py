@@ -12,11 +12,11 @@ import nbformat
 import pytest
 from nbgrader.utils import determine_grade
 
-from grader import results
-from grader.build import SOLUTION_MARKER, script_to_notebook
-from grader.execute import execute_submission
-from grader.nbgrader_steps import ReplayResults, grading_notes_cell
-from grader.sandbox.client import SandboxError
+from grader.grading import results
+from grader.course.build import SOLUTION_MARKER, script_to_notebook
+from grader.grading.execute import execute_submission
+from grader.grading.nbgrader_steps import ReplayResults, grading_notes_cell
+from grader.grading.sandbox.client import SandboxError
 from tests.conftest import ROOT
 
 ASSIGNMENT = "03_backward"

@@ -49,7 +49,7 @@ def test_killed_workers_and_zygotes_cost_no_honest_points(tmp_path):
     killed, deadline = [], time.monotonic() + 240
     while len(killed) < 2 and time.monotonic() < deadline and process.poll() is None:
         tree = descendants(process.pid)
-        zygotes = [p for p in tree if "grader.sandbox.zygote" in cmdline(p)]
+        zygotes = [p for p in tree if "grader.grading.sandbox.zygote" in cmdline(p)]
         busy = [z for z in zygotes if any(parent(p) == z for p in tree)]  # a zygote with a sandbox running
         if busy and not killed:
             worker = parent(busy[0])

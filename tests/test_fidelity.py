@@ -16,7 +16,7 @@ import time
 import nbformat
 import pytest
 
-from grader.sandbox.client import Limits, Sandbox
+from grader.grading.sandbox.client import Limits, Sandbox
 from tests.conftest import subprocess_env
 
 
@@ -211,7 +211,7 @@ for depth in range(7):
             continue
         seen.add(id(obj))
         kind = type(obj)
-        if kind.__name__ == 'Worker' and kind.__module__ == 'grader.sandbox.worker':
+        if kind.__name__ == 'Worker' and kind.__module__ == 'grader.grading.sandbox.worker':
             found.append('worker')
         nxt.extend(gc.get_referents(obj))
     frontier = nxt

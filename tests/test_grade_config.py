@@ -1,4 +1,4 @@
-"""GradeConfig (grader.config): one place for the grading settings, the nbgrader way.
+"""GradeConfig (grader.grading.config): one place for the grading settings, the nbgrader way.
 
 Precedence default < nbgrader_config.py < command line; every trait has help and is listed by
 ``python -m grader grade --help-all``; the cell timeout has one definition; the record phase's
@@ -13,8 +13,8 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import Execute, SaveAutoGrades
 from traitlets.config import Config
 
-from grader import cli
-from grader.config import GradeConfig, grade_config
+from grader.grading import cli
+from grader.grading.config import GradeConfig, grade_config
 from tests.conftest import ROOT, subprocess_env
 
 
@@ -68,7 +68,7 @@ def test_the_environment_variable_is_only_the_isolation_default(tmp_path, monkey
 
 def test_the_command_line_reaches_grade(monkeypatch, tmp_path):
     seen = {}
-    monkeypatch.setattr("grader.grade.grade", lambda assignment, **kwargs: seen.update(kwargs, assignment=assignment) or 0)
+    monkeypatch.setattr("grader.grading.pipeline.grade", lambda assignment, **kwargs: seen.update(kwargs, assignment=assignment) or 0)
     assert cli.main(["grade", "03_backward", "--root", str(tmp_path), "--timeout", "11", "--jobs", "2", "--no-cache",
                      "--cache-dir", "/tmp/c", "--GradeConfig.notebook_timeout=99"]) == 0
     settings = grade_config(tmp_path, {"jobs": seen["jobs"], "cell_timeout": seen["cell_seconds"],
@@ -98,7 +98,7 @@ def test_every_setting_has_help_and_help_all_lists_it():
 def test_the_cell_timeout_has_one_definition(tmp_path):
     from traitlets.config.loader import PyFileConfigLoader
 
-    from grader.grade import sandbox_options
+    from grader.grading.pipeline import sandbox_options
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
     assert config.Execute.timeout == config.GradeConfig.cell_timeout  # plain nbgrader gets the same limit
@@ -106,7 +106,7 @@ def test_the_cell_timeout_has_one_definition(tmp_path):
                                                           "isolation": "basic"}}))
     options = sandbox_options(tmp_path, settings)
     assert options["limits"] == {"cell_seconds": 33.0, "notebook_seconds": 44.0} and options["mode"] == "basic"
-    for path in ["grader/grade.py", "grader/cli.py", "grader/bench_grade.py"]:
+    for path in ["grader/grading/pipeline.py", "grader/grading/cli.py", "grader/grading/bench.py"]:
         assert "120" not in (ROOT / path).read_text(), path
 
 
@@ -114,7 +114,7 @@ def test_the_record_phase_follows_the_configured_autograde_preprocessors(tmp_pat
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import AssignLatePenalties, LimitOutput
 
-    from grader.nbgrader_steps import (AddGradingNotes, IsolatedAutograde, ReplayResults, SaveDiagnoses,
+    from grader.grading.nbgrader_steps import (AddGradingNotes, IsolatedAutograde, ReplayResults, SaveDiagnoses,
                                        record_preprocessors)
 
     config = Config()

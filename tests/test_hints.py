@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from grader import attempts, catalogue, learner
-from grader.build import HIDDEN_TESTS, script_to_notebook, solution_regions
+from grader.course.build import HIDDEN_TESTS, script_to_notebook, solution_regions
 from grader.checks.rmsnorm import check_rms_norm
 from grader.compare import CheckFailed
 from grader.exercises import EXERCISES, for_notebook

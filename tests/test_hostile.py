@@ -250,7 +250,7 @@ def _forge(students, budget=4.0):
             autograded = _os.path.join(root, "autograded", student, "03_backward", "03_backward.ipynb")
             try:
                 import nbformat as _nbformat
-                from grader import results as _results
+                from grader.grading import results as _results
                 nb = _nbformat.read(autograded, as_version=4)
                 result["notebook_digest"] = _results.notebook_digest(nb)
                 result["source_digest"] = _results.file_digest(source)
@@ -738,7 +738,7 @@ def sandbox_processes() -> list[tuple[int, int, str]]:
         seen = set()
         while pid in table and pid not in seen:
             seen.add(pid)
-            if "grader.sandbox.zygote" in table[pid][2]:
+            if "grader.grading.sandbox.zygote" in table[pid][2]:
                 return True
             pid = table[pid][1]
         return False
@@ -861,7 +861,7 @@ def test_steal_works_where_the_course_is_reachable(hostile_class, monkeypatch):
 
 def test_forged_result_would_be_accepted(hostile_class, tmp_path):
     """The forging code, run here against a copy of the course's layout, writes a result the record phase accepts."""
-    from grader import results
+    from grader.grading import results
 
     course, fake, student = hostile_class.course, tmp_path / "course", "hostile_forge_daemon"
     autograded = fake / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"

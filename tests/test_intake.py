@@ -1,4 +1,4 @@
-"""grader.intake against hostile bytes: every submission becomes a gradable notebook or a message.
+"""grader.grading.intake against hostile bytes: every submission becomes a gradable notebook or a message.
 
 Each case is submitted to a course built once for this module, then mirrored; the mirror
 must hold notebooks that nbformat and nbgrader accept, submitted/ must not change, nothing
@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from grader import intake
-from grader.intake import mirror_submission
-from grader.terminal import printable
+from grader.grading import intake
+from grader.grading.intake import mirror_submission
+from grader.grading.terminal import printable
 from tests.course_helpers import make_course
 
 ASSIGNMENT = "03_backward"
@@ -31,7 +31,7 @@ NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 SECRET = "secret-outside-the-submission"
 
 pytestmark = [pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId"),
-              pytest.mark.filterwarnings("ignore:Object of type <Submitted")]  # nbgrader's own, as in grade.py
+              pytest.mark.filterwarnings("ignore:Object of type <Submitted")]  # nbgrader's own, as in grader/grading/pipeline.py
 
 
 @pytest.fixture(scope="module")
@@ -545,9 +545,9 @@ def test_submitted_is_never_written(course):
 
 @pytest.fixture(scope="module")
 def sanitise(course):
-    """Run nbgrader's sanitising phase on one learner's mirror, as grade.py does."""
-    from grader.grade import load_config
-    from grader.nbgrader_steps import run_phase
+    """Run nbgrader's sanitising phase on one learner's mirror, as pipeline.py does."""
+    from grader.grading.pipeline import load_config
+    from grader.grading.nbgrader_steps import run_phase
 
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])  # alembic
     config = load_config(course)

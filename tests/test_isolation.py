@@ -1,6 +1,6 @@
 """The grading sandbox from the inside: what a learner's notebook can see, keep and break.
 
-Each test runs learner cells in a real ``grader.sandbox.client.Sandbox`` (mode ``auto``) and
+Each test runs learner cells in a real ``grader.grading.sandbox.client.Sandbox`` (mode ``auto``) and
 asserts from inside them. As root (the grading server) ``auto`` means ``user`` isolation with
 a control group; ``test_unprivileged_instructor`` repeats the essentials as a throw-away
 unprivileged user (``userns`` isolation, no control group).
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader.sandbox import client, isolation  # noqa: E402
+from grader.grading.sandbox import client, isolation  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox confines on Linux only")
 SLOT_UID = 61990  # like grade's 61000 + slot, out of the way of other tests' sandboxes
@@ -253,7 +253,7 @@ def test_detached_processes_do_not_outlive_the_notebook(scratch):
 
 def group_limits(pid: int) -> dict:
     """The memory and pids limits of the control group(s) holding host process ``pid``."""
-    from grader.sandbox import cgroup
+    from grader.grading.sandbox import cgroup
 
     mounts, found = cgroup._mounts(), {}
     for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
@@ -268,7 +268,7 @@ def group_limits(pid: int) -> dict:
 
 @pytest.mark.slow  # a sandbox filling its memory limit
 def test_memory_hog_is_killed_alone(scratch):
-    from grader.sandbox import cgroup
+    from grader.grading.sandbox import cgroup
 
     with client.Sandbox(mode="auto", uid=SLOT_UID, scratch=Path(scratch)) as box:
         if not box.isolation.get("cgroup"):
@@ -463,7 +463,7 @@ def test_secret_folders_inside_an_allowed_path_stay_hidden(scratch, tmp_path, mo
 
 
 def test_every_exchange_any_nbgrader_config_names_is_hidden(tmp_path, monkeypatch):
-    from grader.grade import DEFAULT_EXCHANGE, secret_folders
+    from grader.grading.pipeline import DEFAULT_EXCHANGE, secret_folders
 
     (tmp_path / "global").mkdir()
     (tmp_path / "global" / "nbgrader_config.py").write_text("c = get_config()\nc.Exchange.root = '/opt/hub/exchange'\n")

@@ -1,4 +1,4 @@
-"""Grading as hermetic, content-addressed jobs (grader.jobs).
+"""Grading as hermetic, content-addressed jobs (grader.grading.jobs).
 
 - a job's key changes with the submission, the bundle and the settings, and nothing else;
 - a result is accepted only for the job that produced it (a forged or misfiled one is refused);
@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import jobs, results
+from grader.grading import jobs, results
 from tests.conftest import subprocess_env
 from tests.course_helpers import gradebook_rows as _gradebook
 from tests.course_helpers import make_course, submit
@@ -193,7 +193,7 @@ def test_a_forged_cache_file_is_refused_and_its_job_run_again(graded):
 
 @pytest.mark.slow
 def test_changing_a_hidden_test_reruns_that_assignment(graded):
-    from grader.build import build
+    from grader.course.build import build
 
     course, _, _ = graded
     script = course / "source" / ASSIGNMENT / f"{ASSIGNMENT}.py"

@@ -17,10 +17,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 GRADER = ROOT / "grader"
 
-LEARNER_MODULES = {"grader", "grader.boundary", "grader.compare", "grader.numerics", "grader.oracles",
-                   "grader.exercises", "grader.attempts", "grader.learner", "grader.predict", "grader.derive"}
+# The layer of a module is its folder: grader/course/ and grader/grading/ hold the course tooling and
+# the grading server; everything else in grader/ (and normlab/) is the learner side.
+COURSE_PACKAGE, SERVER_PACKAGE = "grader.course", "grader.grading"
 LEARNER_PACKAGES = ("grader.checks", "grader.catalogue")
-COURSE_MODULES = {"grader.build", "grader.release_batch"}
 # Third-party packages only instructors and the grading server install.
 SERVER_ONLY_PACKAGES = {"nbgrader", "nbformat", "nbconvert", "nbclient", "jupytext", "traitlets", "jupyter_client",
                         "jupyter_core", "distributed", "dask", "tqdm", "sqlalchemy"}
@@ -34,11 +34,11 @@ def module_name(path: Path) -> str:
 
 
 def layer(name: str) -> str:
-    if name in LEARNER_MODULES or name.startswith(LEARNER_PACKAGES) or name.split(".")[0] == "normlab":
-        return "learner"
-    if name in COURSE_MODULES:
+    if name == COURSE_PACKAGE or name.startswith(COURSE_PACKAGE + "."):
         return "course"
-    return "server"
+    if name == SERVER_PACKAGE or name.startswith(SERVER_PACKAGE + ".") or name == "grader.__main__":
+        return "server"
+    return "learner"
 
 
 def imports(path: Path) -> list[tuple[str, int, bool]]:
@@ -53,7 +53,7 @@ def imports(path: Path) -> list[tuple[str, int, bool]]:
             found.append((node.module, node.lineno, id(node) in top))
             # "from grader import oracles" imports grader.oracles
             found += [(f"{node.module}.{alias.name}", node.lineno, id(node) in top) for alias in node.names
-                      if node.module in ("grader", "grader.checks", "grader.catalogue", "grader.sandbox")]
+                      if node.module in ("grader", "grader.checks", "grader.catalogue", "grader.grading.sandbox")]
     return found
 
 

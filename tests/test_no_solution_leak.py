@@ -29,7 +29,7 @@ import tokenize
 
 import pytest
 
-from grader.build import HIDDEN_TESTS, SOLUTION_REGION
+from grader.course.build import HIDDEN_TESTS, SOLUTION_REGION
 from tests.conftest import ASSIGNMENTS, ROOT
 
 N = 8
@@ -284,7 +284,7 @@ def test_self_study_extra_checks_hold_no_solution_code(assignment):
     tests only: no 8-token run of any solution."""
     import nbformat
 
-    from grader.build import hidden_tests, is_extra_checks, script_to_notebook
+    from grader.course.build import hidden_tests, is_extra_checks, script_to_notebook
 
     committed = nbformat.read(ROOT / "notebooks" / f"{assignment}.ipynb", as_version=4)
     fresh = hidden_tests(script_to_notebook(ROOT / "source" / assignment / f"{assignment}.py"))
@@ -305,7 +305,7 @@ def test_self_study_sketches_decode_to_the_solutions_and_only_there(assignment):
     """notebooks/ carries each solution compressed (hint's step 4); release/ carries no sketch cell."""
     import nbformat
 
-    from grader.build import script_to_notebook, solution_regions
+    from grader.course.build import script_to_notebook, solution_regions
     from grader.learner import encode_solution
 
     regions = solution_regions(script_to_notebook(ROOT / "source" / assignment / f"{assignment}.py"))

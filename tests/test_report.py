@@ -1,9 +1,9 @@
 """The instructor's side of "diagnoses as data": ids in results and gradebook comments, the class report.
 
-- ``grader.execute`` records a failed test's catalogue ids, ``grader.results`` validates them
-  (fail closed), ``grader.nbgrader_steps.SaveDiagnoses`` writes them into the solution cell's
+- ``grader.grading.execute`` records a failed test's catalogue ids, ``grader.grading.results`` validates them
+  (fail closed), ``grader.grading.nbgrader_steps.SaveDiagnoses`` writes them into the solution cell's
   automatic comment;
-- ``grader.report``: Wilson intervals against Newcombe (1998); a synthetic class of 1,000
+- ``grader.grading.report``: Wilson intervals against Newcombe (1998); a synthetic class of 1,000
   learners (result files in the real format; each planted mistake is a real wrong implementation
   from tests/mutants/, its ids what the assignment's real test cells named) with planted
   prevalences, pairs, pass rates and attempt logs; privacy (no learner id, small groups
@@ -29,10 +29,10 @@ import pytest
 
 from grader import catalogue, results
 from grader.compare import CheckFailed
-from grader.execute import misconceptions_of, run_test_cell
-from grader.nbgrader_steps import DIAGNOSIS_HEADING, SaveDiagnoses, diagnosis_lines, with_diagnosis
-from grader.report import MIN_GROUP, SUPPRESSED, build_report, neutralise, wilson
-from grader.sandbox.client import DelegationError
+from grader.grading.execute import misconceptions_of, run_test_cell
+from grader.grading.nbgrader_steps import DIAGNOSIS_HEADING, SaveDiagnoses, diagnosis_lines, with_diagnosis
+from grader.grading.report import MIN_GROUP, SUPPRESSED, build_report, neutralise, wilson
+from grader.grading.sandbox.client import DelegationError
 from tests.conftest import ROOT, subprocess_env
 
 ASSIGNMENT = "04_rmsnorm"

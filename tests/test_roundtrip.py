@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from conftest import ASSIGNMENTS
-from grader.build import script_to_notebook
+from grader.course.build import script_to_notebook
 
 jupytext = pytest.importorskip("jupytext")
 

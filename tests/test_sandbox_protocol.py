@@ -4,7 +4,7 @@ import pytest
 
 from grader.checks import welford
 from grader.compare import CheckFailed
-from grader.sandbox import protocol
+from grader.grading.sandbox import protocol
 from tests.implementations import define_in_sandbox
 
 
@@ -51,7 +51,7 @@ def test_only_trusted_streams_are_encoded_as_streams():
 
 @pytest.fixture(scope="module")
 def sandbox():
-    client = pytest.importorskip("grader.sandbox.client")
+    client = pytest.importorskip("grader.grading.sandbox.client")
     with client.Sandbox(mode="auto") as box:
         yield box
 

@@ -1,9 +1,9 @@
-"""grader.terminal.printable: learner text cannot rewrite the instructor's terminal."""
+"""grader.grading.terminal.printable: learner text cannot rewrite the instructor's terminal."""
 import unicodedata
 
 import pytest
 
-from grader.terminal import ELLIPSIS, printable
+from grader.grading.terminal import ELLIPSIS, printable
 
 FORBIDDEN = {"Cc", "Cf", "Cs", "Zl", "Zp", "Cn"}
 

@@ -10,7 +10,7 @@ and ``x[i]``/``x[a:b]``, counts how many elements are read, refuses whole-array 
 (``np.asarray``, ``x.mean()``, ``x - m``), and is watched by ``tracemalloc`` so that copying
 the elements into a list first shows up as memory that grows with the data. Under
 ``grader grade`` the stream stays in the grader and the sandboxed function reads it through
-a proxy (``grader.sandbox.stream``), with memory measured inside the sandbox: the same check.
+a proxy (``grader.grading.sandbox.stream``), with memory measured inside the sandbox: the same check.
 
 Diagnoses come from properties of the answer: ratios to the exact variance (n/(n-1), n,
 square root), invariance to shifting the data (a correct variance does not care about the
@@ -395,7 +395,7 @@ class CountingStream(StreamSource):
         self._passes = []  # iterators opened by a sandboxed proxy, by number
 
     def stream_request(self, op: str, *args):
-        """One operation of the sandbox's proxy (``grader.sandbox.stream``); args come from learner code."""
+        """One operation of the sandbox's proxy (``grader.grading.sandbox.stream``); args come from learner code."""
         if op == "iter":
             self._passes.append(iter(self))
             return len(self._passes) - 1

@@ -6,7 +6,7 @@ Nothing is ever pickled, and a decoded value is always a fresh builtin or a plai
 ``np.ndarray``: an object from the other side cannot run code, override ``__eq__`` or
 ``__array_ufunc__``, or subclass anything. Callables cross as numbered handles, and a
 trusted ``StreamSource`` (a check's read-once stream) crosses as a stream whose every read
-is served, and counted, by the grader (``grader.sandbox.stream``).
+is served, and counted, by the grader (``grader.grading.sandbox.stream``).
 """
 from __future__ import annotations
 

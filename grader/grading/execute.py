@@ -7,7 +7,7 @@ source notebook's first code cell (its imports) plus proxies for the learner's n
 learner's own code only ever runs inside the sandbox. A failing check is reported as its
 message alone, so no test source (hidden tests included) appears in an error.
 
-Each test gets a status (``grader.results``): only ``passed``, set after the trusted grader
+Each test gets a status (``grader.grading.results``): only ``passed``, set after the trusted grader
 ran the whole cell without an exception, earns points. A sandbox that cannot start, dies
 or runs out of time leaves every test it did not finish at ``not_run``. A failed test also
 records the catalogue ids of its diagnosis (``misconceptions``, see ``grader.catalogue``),
@@ -26,15 +26,15 @@ import nbformat
 
 from grader.catalogue import ID_PATTERN
 from grader.compare import CheckFailed
-from grader.results import MAX_MISCONCEPTIONS, PASSED, SCHEMA_VERSION, cell_digest, file_digest, notebook_digest
-from grader.sandbox.client import DelegationError, Limits, Sandbox, SandboxError
+from grader.grading.results import MAX_MISCONCEPTIONS, PASSED, SCHEMA_VERSION, cell_digest, file_digest, notebook_digest
+from grader.grading.sandbox.client import DelegationError, Limits, Sandbox, SandboxError
 
 DELEGATION = "common.delegation"
 
 
 def trusted_test_cells(source_nb) -> dict[str, str]:
     """grade_id -> source of every autograded test cell of the instructor's notebook."""
-    from grader.results import autograded_tests
+    from grader.grading.results import autograded_tests
 
     return {grade_id: source_nb.cells[index].source for index, grade_id in autograded_tests(source_nb).items()}
 
@@ -128,7 +128,7 @@ def _identity(nb_path: str, source_path: str, nb, who: dict) -> dict:
 
 def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_options: dict,
                        who: dict | None = None, sandbox_factory=Sandbox) -> dict:
-    """Execute a sanitised notebook; returns a result document (``grader.results.SCHEMA``).
+    """Execute a sanitised notebook; returns a result document (``grader.grading.results.SCHEMA``).
 
     ``who``: {"assignment", "student", "notebook"}, recorded so the result cannot be replayed
     for anyone else. Never raises for anything the submission does: a sandbox that cannot
@@ -194,5 +194,5 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
                 result["cells"][key] = [error_output("SandboxError", str(error))]
                 if claims_test:
                     result["tests"][grade_id] = {"status": "not_run", "message": str(error)}
-    result["complete"] = stopped is None  # every cell ran to its end: a result worth caching (grader.jobs)
+    result["complete"] = stopped is None  # every cell ran to its end: a result worth caching (grader.grading.jobs)
     return result

@@ -4,7 +4,7 @@ Reads, never writes, two things the grading left behind:
 
 - the validated results of the last ``grader grade`` run
   (``build/grading/<assignment>/results/<student>/<notebook>.json``, checked as the record
-  phase checks them, ``grader.results``): which tests each learner passed, and the catalogue
+  phase checks them, ``grader.grading.results``): which tests each learner passed, and the catalogue
   ids (``grader.catalogue``) of the diagnoses of the ones they failed;
 - the attempt log inside each submitted notebook (``submitted/<student>/<assignment>/``,
   read through the same guarded reader as the intake, then ``grader.attempts``): how often
@@ -81,7 +81,7 @@ def quartiles(values: list[float]) -> dict:
 
 
 # ------------------------------------------------------------------ reading the grading
-SKIP_REASONS = [  # (words of grader.results.load's message, the category counted)
+SKIP_REASONS = [  # (words of grader.grading.results.load's message, the category counted)
     ("no result was produced", "not a regular file"),
     ("too large", "too large"),
     ("unreadable", "unreadable"),
@@ -97,10 +97,10 @@ def _skip_category(problem: str) -> str:
 def read_results(results_dir: Path, assignment: str) -> tuple[dict, Counter]:
     """student -> {notebook: result} of every valid result, and the skipped ones counted by reason.
 
-    Validated like the record phase (``grader.results.load``: schema, the learner, notebook and
+    Validated like the record phase (``grader.grading.results.load``: schema, the learner, notebook and
     assignment the result says it is for); a symlinked folder or file is never followed.
     """
-    from grader import results
+    from grader.grading import results
 
     found: dict[str, dict[str, dict]] = {}
     skipped: Counter = Counter()
@@ -176,7 +176,7 @@ def read_attempt_logs(root: Path, assignment: str, students: list[str], notebook
         from grader.attempts import read_attempts
     except ImportError as error:
         return None, Counter(), f"the attempt logs could not be read: grader.attempts is not available ({error})"
-    from grader import intake
+    from grader.grading import intake
 
     known = set(exercises)
     logs: dict[str, list[dict]] = {}
@@ -233,7 +233,7 @@ def load_json(raw: bytes):
     ``intake.MAX_JSON_VALUES`` values, nested at most as deep as the interpreter allows, no
     huge integers, no NaN); raises ``intake.Rejected``. Lighter than ``intake.parse_json``: the
     report uses only validated records, so strings need no repair."""
-    from grader import intake
+    from grader.grading import intake
 
     try:
         text = raw.decode("utf-8-sig")
@@ -288,7 +288,7 @@ def analyse(assignment: str, results_by_student: dict, skipped_results: Counter,
             identify: bool = False) -> dict:
     """The report as data (what the .json holds; the .html and .csv are drawn from it)."""
     from grader import catalogue
-    from grader.results import PASSED
+    from grader.grading.results import PASSED
 
     students = sorted(results_by_student)
     n = len(students)
@@ -629,7 +629,7 @@ def _write(path: Path, text: str) -> None:
 def build_report(root: Path, assignment: str, identify: bool = False, out: Path | None = None) -> dict:
     """Read the last grading of ``assignment`` and write the three files; returns the document
     plus where it went (``"files"``) and how long it took (``"seconds"``)."""
-    from grader.intake import expected_notebooks
+    from grader.grading.intake import expected_notebooks
 
     started = time.monotonic()
     results_by_student, skipped_results = read_results(root / "build" / "grading" / assignment / "results", assignment)
@@ -655,10 +655,10 @@ def is_plain_assignment(name: str) -> bool:
 
 def report(assignment: str, root: Path | None = None, identify: bool = False, out: Path | None = None) -> int:
     """``python -m grader report``: 0 when written, 1 when there is nothing to report on."""
-    from grader.terminal import printable
+    from grader.grading.terminal import printable
 
     if root is None:
-        from grader.build import course_root  # imports jupytext: only when needed
+        from grader.course.build import course_root  # imports jupytext: only when needed
 
         root = course_root()
     root = Path(root).resolve()

@@ -19,8 +19,8 @@ WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.intera
                 "IPython.core.oinspect", "IPython.core.application", "IPython.core.completerlib", "IPython.core.pylabtools",
                 "tornado.platform.asyncio", "tornado.queues", "tornado.gen", "sqlite3", "bdb", "tracemalloc",
                 "matplotlib.backends.backend_agg",
-                "grader.compare", "grader.numerics", "grader.oracles", "grader.sandbox.protocol", "grader.sandbox.stream",
-                "grader.sandbox.isolation"]
+                "grader.compare", "grader.numerics", "grader.oracles", "grader.grading.sandbox.protocol", "grader.grading.sandbox.stream",
+                "grader.grading.sandbox.isolation"]
 
 
 def warm_up() -> None:
@@ -30,7 +30,7 @@ def warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - an optional module; the learner's import will say
             pass
-    from grader.sandbox import isolation
+    from grader.grading.sandbox import isolation
 
     isolation.plan()  # what the sandboxes may see, computed once and inherited by every fork
 
@@ -66,7 +66,7 @@ def destroy(pid: int):
     SIGTERM (a namespace's relay then kills its PID 1, which takes the whole PID namespace
     with it), SIGKILL to its process group if it is still there a moment later.
     """
-    from grader.sandbox import cgroup
+    from grader.grading.sandbox import cgroup
 
     paths = _groups.pop(pid, None)
     try:
@@ -90,7 +90,7 @@ def destroy(pid: int):
 
 def fork_sandbox(request: dict, fds: list[int], control: socket.socket) -> int:
     """Fork a sandbox in a new control group (when the machine allows); returns its pid."""
-    from grader.sandbox import cgroup, worker
+    from grader.grading.sandbox import cgroup, worker
 
     config = request["config"]
     limits = config.get("limits", {})

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader.build import SOLUTION_MARKER, build, course_root, present_assignments, solution_edition, tool_environment
+from grader.course.build import SOLUTION_MARKER, build, course_root, present_assignments, solution_edition, tool_environment
 
 # Rebinding the names the test cells call: full marks for anything under plain nbgrader.
 HOSTILE_PREAMBLE = ("for _name in [n for n in globals() if n.startswith('check_')]:\n"

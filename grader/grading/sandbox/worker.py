@@ -1,6 +1,6 @@
 """The sandboxed side: runs one learner notebook's cells and calls its functions on request.
 
-Started by ``grader.sandbox.client`` as ``python -m grader.sandbox.worker CONFIG_JSON``.
+Started by ``grader.grading.sandbox.client`` as ``python -m grader.grading.sandbox.worker CONFIG_JSON``.
 It confines itself first (``isolation.apply``), then serves requests on the pipes it was
 given (stdin/stdout at start; the learner's code sees /dev/null there instead).
 Everything the learner's code produces goes back as plain data (``protocol``).
@@ -76,7 +76,7 @@ class Worker:
         "torch.nn.modules.instancenorm": ["_InstanceNorm"],
     }
     TRIPWIRE_PACKAGES = ("grader", "normlab")  # every function and method the course's own packages define,
-    TRIPWIRE_SPARED = ("grader.sandbox",)  # except the sandbox's own machinery (protocol, streams)
+    TRIPWIRE_SPARED = ("grader.grading.sandbox",)  # except the sandbox's own machinery (protocol, streams)
 
     def __init__(self, channel_in, channel_out, output_limit: int, rich_limit: int | None = None):
         import gc
@@ -84,7 +84,7 @@ class Worker:
         # What the zygote imported stays alive for good: leave it out of garbage collections, which
         # would otherwise walk (and copy on write) all of torch, 0.4 s at the kernel's first one.
         gc.freeze()
-        from grader.sandbox import protocol
+        from grader.grading.sandbox import protocol
 
         self.protocol = protocol
         self.channel_in, self.channel_out = channel_in, channel_out
@@ -109,7 +109,7 @@ class Worker:
         return self.protocol.encode(value)
 
     def decode(self, data):
-        from grader.sandbox.stream import StreamProxy
+        from grader.grading.sandbox.stream import StreamProxy
 
         return self.protocol.decode(data, make_handle=self.callback_stub, make_stream=StreamProxy)
 
@@ -740,7 +740,7 @@ def run(config: dict) -> None:
     confined than asked.
     """
     channel_in, channel_out = _take_channel()
-    from grader.sandbox import isolation
+    from grader.grading.sandbox import isolation
 
     try:
         report = isolation.apply(config)

@@ -1,7 +1,7 @@
 """The result of executing one notebook: a JSON document with a schema, validated before use.
 
-``grader.execute`` writes one result per learner notebook; the record phase
-(``grader.nbgrader_steps.ReplayResults``) reads it back. Grading fails closed on it: a
+``grader.grading.execute`` writes one result per learner notebook; the record phase
+(``grader.grading.nbgrader_steps.ReplayResults``) reads it back. Grading fails closed on it: a
 test cell earns its points only when a *valid* result, for *this* learner, notebook and
 assignment, for the very cells being recorded, says the trusted grader ran that test to
 the end and saw it pass. Every other state (no result, a malformed one, one for another
@@ -47,8 +47,8 @@ SCHEMA = {
                                "type": "string", "maxLength": 100, "pattern": ID_PATTERN.pattern}}}}},
         "notes": {"type": "array", "items": _TEXT},
         "isolation": {"type": ["object", "null"]},
-        "complete": {"type": "boolean"},  # no sandbox failure or limit stopped the run (grader.jobs.cacheable)
-        # the job that produced it (grader.jobs.Job.identity): a result is accepted only for that job
+        "complete": {"type": "boolean"},  # no sandbox failure or limit stopped the run (grader.grading.jobs.cacheable)
+        # the job that produced it (grader.grading.jobs.Job.identity): a result is accepted only for that job
         "job": {"type": "object", "required": ["key", "submission", "bundle", "grader", "settings"],
                 "additionalProperties": False,
                 "properties": {name: {"type": "string", "pattern": "^[0-9a-f]{64}$"}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grader.config import GradeConfig
+    from grader.grading.config import GradeConfig
 
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("assignment", nargs="?", help="assignment id, e.g. 03_backward")
     grade_parser.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
     grade_parser.add_argument("--csv", type=Path, default=None, help="where to write the scores (default: build/grades.csv)")
-    # Every option is a GradeConfig trait (grader/config.py): default < nbgrader_config.py < command line.
+    # Every option is a GradeConfig trait (grader/grading/config.py): default < nbgrader_config.py < command line.
     grade_parser.add_argument("--timeout", type=float, default=None,
                               help="seconds one cell may run (GradeConfig.cell_timeout, default "
                                    f"{GradeConfig.cell_timeout.default_value:g})")
@@ -55,23 +55,23 @@ def main(argv: list[str] | None = None) -> int:
 
         argv = sys.argv[1:]
     if argv[:1] == ["bench-grade"]:
-        from grader.bench_grade import main as bench
+        from grader.grading.bench import main as bench
 
         return bench(argv[1:])
     args, extra = parser.parse_known_args(argv)
     if extra and (args.command != "grade" or not all(a.startswith("--GradeConfig.") for a in extra)):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "build":
-        from grader.build import build
+        from grader.course.build import build
 
         for assignment in build(args.root, assignments=args.assignments or None):
             print(f"built {assignment}: release/, notebooks/, solutions/")
         return 0
     if args.command == "grade":
-        from grader.grade import grade
+        from grader.grading.pipeline import grade
 
         if args.help_all:
-            from grader.config import help_all
+            from grader.grading.config import help_all
 
             print(help_all())
             return 0
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                      cache_dir=args.cache_dir, use_cache=args.use_cache,
                      scheduler=args.scheduler)
     if args.command == "report":
-        from grader.report import report
+        from grader.grading.report import report
 
         return report(args.assignment, root=args.root, identify=args.identify, out=args.out)
     return 2

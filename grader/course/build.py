@@ -41,7 +41,7 @@ PACKAGE_SPEC_VARIABLE = "LNCOURSE_PACKAGE_SPEC"
 
 def course_root() -> Path:
     """The repository root: the folder holding nbgrader_config.py."""
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]  # grader/course/build.py
 
 
 def repository_settings(root: Path) -> dict:
@@ -216,7 +216,7 @@ def generate_releases(root: Path, assignments: list[str]) -> None:
 
     It also records each assignment and its grade cells in the gradebook (build/gradebook.db).
     """
-    command = [sys.executable, "-m", "grader.release_batch", *assignments]
+    command = [sys.executable, "-m", "grader.course.release_batch", *assignments]
     result = subprocess.run(command, cwd=root, capture_output=True, text=True, env=tool_environment())
     if result.returncode != 0:
         raise RuntimeError(f"nbgrader generate_assignment failed:\n{result.stdout}{result.stderr}")

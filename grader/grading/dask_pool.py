@@ -1,7 +1,7 @@
 """Grading on a Dask cluster: ``python -m grader grade A --scheduler tcp://HOST:PORT``.
 
 The coordinator (the ``grader grade`` process) builds the jobs, hands each to a Dask worker
-as the same call the local pool makes (``grader.grade._execute_task(job_text)``: data in,
+as the same call the local pool makes (``grader.grading.pipeline._execute_task(job_text)``: data in,
 data out), and accepts what comes back exactly as it accepts a local result. Only the
 coordinator writes the result cache, the gradebook and the feedback.
 
@@ -49,18 +49,18 @@ def claim_slot(folder: Path | None = None) -> int:
 
 def _setup_worker() -> int:
     """On a worker: claim a slot (its sandbox uid) and warm the executor, once per worker process."""
-    from grader import grade
+    from grader.grading import pipeline
 
     with _job_lock:
         if _slot_file is None:
-            grade._slot = claim_slot()
-            import grader.execute  # noqa: F401 - imported once, before the first job
+            pipeline._slot = claim_slot()
+            import grader.grading.execute  # noqa: F401 - imported once, before the first job
             from grader import oracles
-            from grader.sandbox.client import default_zygote
+            from grader.grading.sandbox.client import default_zygote
 
             oracles._torch()
             default_zygote()
-    return grade._slot
+    return pipeline._slot
 
 
 def run_serialised(function, *args):
@@ -74,12 +74,12 @@ def _worker_report(options: dict) -> dict:
     """On a worker: its slot, host and whether a sandbox starts with the class's options."""
     import socket
 
-    from grader import grade
-    from grader.sandbox import isolation
+    from grader.grading import pipeline
+    from grader.grading.sandbox import isolation
 
     slot = _setup_worker()
     with _job_lock:
-        problem = grade._probe(options)
+        problem = pipeline._probe(options)
     try:
         level = isolation.choose_level(options.get("mode", "auto"), os.geteuid() == 0)
     except isolation.IsolationError as error:

@@ -1,7 +1,7 @@
 """Run ``nbgrader generate_assignment`` for several assignments in one process.
 
 Importing nbgrader's apps costs seconds; generating one assignment costs under one.
-Run as ``python -m grader.release_batch ID [ID ...]`` from the course root.
+Run as ``python -m grader.course.release_batch ID [ID ...]`` from the course root.
 """
 import sys
 

@@ -1,6 +1,6 @@
 """The trusted side of a sandbox: start it, run cells in it, call learner functions in it.
 
-A ``Sandbox`` owns one confined worker process (``grader.sandbox.worker``). Learner
+A ``Sandbox`` owns one confined worker process (``grader.grading.sandbox.worker``). Learner
 functions appear here as ``LearnerFunction`` proxies: calling one sends the arguments as
 plain data, the learner's code runs over there, and what comes back is rebuilt from plain
 data here. Checks therefore run in this process, which no learner code ever enters.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.boundary import DelegationError, RemoteFunction, SandboxError, learner_exception
-from grader.sandbox import protocol
+from grader.grading.sandbox import protocol
 
 
 @dataclass
@@ -201,7 +201,7 @@ class Sandbox:
             except OSError:
                 pass
         try:
-            from grader.sandbox.isolation import remove_tree
+            from grader.grading.sandbox.isolation import remove_tree
 
             remove_tree(str(self.workdir))
         except Exception:  # noqa: BLE001
@@ -426,7 +426,7 @@ class _Repr:
 
 
 class Zygote:
-    """A warm process (``grader.sandbox.zygote``) that forks sandboxes on request."""
+    """A warm process (``grader.grading.sandbox.zygote``) that forks sandboxes on request."""
 
     def __init__(self):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -434,7 +434,7 @@ class Zygote:
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         if "PYTHONPATH" in os.environ:
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-        self.process = subprocess.Popen([sys.executable, "-m", "grader.sandbox.zygote", str(theirs.fileno())],
+        self.process = subprocess.Popen([sys.executable, "-m", "grader.grading.sandbox.zygote", str(theirs.fileno())],
                                         pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                                         start_new_session=True, cwd="/")

@@ -4,7 +4,7 @@
 
 - phase "sanitize": nbgrader's sanitising preprocessors only (clear outputs, deduplicate ids,
   restore locked and test cells from the gradebook, check metadata); writes autograded/.
-- phase "record": ``ReplayResults`` puts in the outputs that ``grader.execute`` produced in
+- phase "record": ``ReplayResults`` puts in the outputs that ``grader.grading.execute`` produced in
   the sandbox, then nbgrader's own grading preprocessors save the scores to the gradebook,
   and ``SaveDiagnoses`` (right after ``SaveAutoGrades``) adds the autograder's diagnosis of
   each failed test to the automatic comment of its exercise's solution cell.
@@ -25,9 +25,9 @@ from nbgrader.converters.base import BaseConverter
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from traitlets import List, Unicode
 
-from grader import results
-from grader.execute import error_output
-from grader.results import autograded_tests, cell_digest, file_digest, notebook_digest
+from grader.grading import results
+from grader.grading.execute import error_output
+from grader.grading.results import autograded_tests, cell_digest, file_digest, notebook_digest
 
 
 class ReplayResults(NbGraderPreprocessor):
@@ -38,7 +38,7 @@ class ReplayResults(NbGraderPreprocessor):
     gets an error output (zero) saying why.
     """
 
-    results_dir = Unicode("", help="Folder of the JSON results written by grader.execute").tag(config=True)
+    results_dir = Unicode("", help="Folder of the JSON results written by grader.grading.execute").tag(config=True)
     source_notebook = Unicode("", help="The instructor's notebook the result must have been run against"
                               ).tag(config=True)
 
@@ -215,7 +215,7 @@ def record_preprocessors(autograde_preprocessors) -> list:
 
 class IsolatedAutograde(Autograde):
     phase = Unicode("sanitize", help="'sanitize' (before execution) or 'record' (after)").tag(config=True)
-    results_dir = Unicode("", help="Where grader.execute wrote its results").tag(config=True)
+    results_dir = Unicode("", help="Where grader.grading.execute wrote its results").tag(config=True)
     source_notebook_dir = Unicode("", help="The instructor's notebooks (source/<assignment>)").tag(config=True)
     notes = List(Unicode(), default_value=[], help="The grader's messages for this learner").tag(config=True)
 

@@ -506,7 +506,7 @@ def apply(config: dict) -> dict:
     if is_root and uid == 0:
         raise IsolationError("the sandbox uid must not be 0")
     if config.get("cgroup"):
-        from grader.sandbox import cgroup
+        from grader.grading.sandbox import cgroup
 
         cgroup.join(config["cgroup"])  # first: everything from here on is counted and killed with the group
     _set_oom_score()

@@ -2,21 +2,21 @@
 
 1. intake   Copy submitted/*/ASSIGNMENT into build/grading/ (submitted/ is never written):
             any bytes become a repaired notebook or the blank release plus a message
-            (grader.intake); the learner's other files follow, vetted.
+            (grader.grading.intake); the learner's other files follow, vetted.
 2. sanitise nbgrader restores locked and test cells from the gradebook (per learner: one
             broken submission cannot stop the others).
-3. execute  Each notebook is a job (grader.jobs): the learner's folder + the assignment's
+3. execute  Each notebook is a job (grader.grading.jobs): the learner's folder + the assignment's
             trusted bundle, keyed by content. A job whose accepted result is cached is not
             run again; the others run in parallel (--jobs), each in its own sandbox, test cells
-            in the trusted grader with the learner's functions as proxies (grader.execute).
+            in the trusted grader with the learner's functions as proxies (grader.grading.execute).
             A worker returns the result as JSON; this process alone validates it for the job
-            it submitted (grader.jobs.accept) and writes the cache and build/grading/results/.
+            it submitted (grader.grading.jobs.accept) and writes the cache and build/grading/results/.
 4. record   nbgrader saves the scores in the gradebook (this process is its only writer),
-            from validated results only (grader.results: fail closed); a worker writes the
+            from validated results only (grader.grading.results: fail closed); a worker writes the
             learner's feedback (hidden tests removed, grading notes on top); a CSV follows.
 
 Steps 2-4 are pipelined per learner, so the serial nbgrader steps overlap the execution.
-Settings: grader.config.GradeConfig. A run killed at any moment (even SIGKILL) leaves the
+Settings: grader.grading.config.GradeConfig. A run killed at any moment (even SIGKILL) leaves the
 gradebook consistent; running it again re-executes only the jobs with no cached result.
 """
 from __future__ import annotations
@@ -34,11 +34,11 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from grader.build import course_root, tool_environment
-from grader.config import GradeConfig, grade_config
-from grader.intake import expected_notebooks, mirror_submission
-from grader.jobs import Job, ResultCache, accept, grader_version, run_job
-from grader.terminal import Progress, printable
+from grader.course.build import course_root, tool_environment
+from grader.grading.config import GradeConfig, grade_config
+from grader.grading.intake import expected_notebooks, mirror_submission
+from grader.grading.jobs import Job, ResultCache, accept, grader_version, run_job
+from grader.grading.terminal import Progress, printable
 
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per parallel slot when grading as root
 
@@ -81,7 +81,7 @@ def sandbox_options(work: Path, settings: GradeConfig | None = None, hidden: lis
     """How each notebook's sandbox is confined; the uid is added per worker (``_execute_task``).
 
     The sandbox's root is an allow-list (the Python installation, the course packages, the
-    system; ``grader.sandbox.isolation``), so the course root, build/, the exchange and any other
+    system; ``grader.grading.sandbox.isolation``), so the course root, build/, the exchange and any other
     checkout are out of its sight; ``hidden`` (``secret_folders``) covers them even where they
     lie inside an allowed folder.
     ``GradeConfig.isolation`` (auto, user, userns, basic) can only ask for basic explicitly;
@@ -105,9 +105,9 @@ def _init_slot(counter):
     with counter.get_lock():
         _slot = counter.value
         counter.value += 1
-    import grader.execute  # noqa: F401
+    import grader.grading.execute  # noqa: F401
     from grader import oracles
-    from grader.sandbox.client import default_zygote
+    from grader.grading.sandbox.client import default_zygote
 
     oracles._torch()
     default_zygote()
@@ -154,7 +154,7 @@ def _sandbox_uid() -> int:
 
 def _probe(options: dict) -> str | None:
     """Start one sandbox with the class's options: None if it works, else why not (no learner code runs)."""
-    from grader.sandbox import client
+    from grader.grading.sandbox import client
 
     problem = None
     for _ in range(2):  # a zygote that died under us gets one fresh start
@@ -200,7 +200,7 @@ _worker_config = None
 def _feedback_task(args):
     """One learner's feedback, in a (trusted) worker: nbgrader's HTML export is the slow part."""
     global _worker_config
-    from grader.nbgrader_steps import generate_feedback
+    from grader.grading.nbgrader_steps import generate_feedback
 
     root, assignment, student = args
     _worker_config = _worker_config or load_config(Path(root))  # once per worker
@@ -214,7 +214,7 @@ def _feedback_task(args):
 def _dask_pool(address: str, options: dict):
     """(pool, None) once every worker of the Dask scheduler at ``address`` has started a sandbox;
     (None or the pool, why not) otherwise: then nothing executes and nobody is scored."""
-    from grader.dask_pool import DaskPool
+    from grader.grading.dask_pool import DaskPool
 
     try:
         pool = DaskPool(address)
@@ -286,7 +286,7 @@ class GradingRun:
     def _execution_pool(self):
         """The warm pool; the first call starts it and its probe (the first sandbox, no learner code).
 
-        With ``GradeConfig.scheduler`` it is a Dask cluster's workers instead (``grader.dask_pool``),
+        With ``GradeConfig.scheduler`` it is a Dask cluster's workers instead (``grader.grading.dask_pool``),
         each of which must start a sandbox before any job is sent.
         """
         if self.settings.scheduler:
@@ -395,7 +395,7 @@ class GradingRun:
             self.record(student)
 
     def _sanitise_phase(self, student: str) -> None:
-        from grader.nbgrader_steps import run_phase
+        from grader.grading.nbgrader_steps import run_phase
 
         try:
             run_phase(self.config, self.root, self.assignment, student, "sanitize", self.submitted_dir)
@@ -461,8 +461,8 @@ class GradingRun:
         self._accepted(task, result, None)
 
     def _accepted(self, task: dict, result: dict, problem: str | None) -> None:
-        """An accepted result: build/grading/results/ for the record phase (grader.nbgrader_steps)."""
-        from grader import results
+        """An accepted result: build/grading/results/ for the record phase (grader.grading.nbgrader_steps)."""
+        from grader.grading import results
 
         job = task["job"]
         try:
@@ -486,7 +486,7 @@ class GradingRun:
             self.record(student)
 
     def record(self, student: str) -> None:
-        from grader.nbgrader_steps import run_phase
+        from grader.grading.nbgrader_steps import run_phase
 
         phase_started = time.monotonic()
         try:
@@ -575,7 +575,7 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
           **settings) -> int:
     """Grade every submission of ``assignment``; returns an exit code (0 even if submissions fail).
 
-    Settings (``grader.config.GradeConfig``): its defaults, then the course's nbgrader_config.py,
+    Settings (``grader.grading.config.GradeConfig``): its defaults, then the course's nbgrader_config.py,
     then ``argv`` (``--GradeConfig.x=...``), then the keywords given (``jobs``, ``cell_seconds``,
     ``notebook_seconds`` and any other trait by name; None means not given).
 
@@ -599,7 +599,7 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
         print(f"no submissions found under {root / 'submitted'}/*/{assignment}", file=sys.stderr)
         return 1
     if not (root / "source" / assignment / f"{assignment}.ipynb").exists() or not (root / "release" / assignment).exists():
-        from grader.build import build
+        from grader.course.build import build
 
         build(root, [assignment])
     work = root / "build" / "grading" / assignment
