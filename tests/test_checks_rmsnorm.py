@@ -4,6 +4,7 @@ import pytest
 
 from grader.checks import rmsnorm as checks
 from grader.compare import CheckFailed
+from tests.check_helpers import assert_diagnosis_named, assert_mistakes_named_exactly, table_cases
 from tests.implementations import rmsnorm as impl
 
 
@@ -24,12 +25,9 @@ def test_correct_forwards_pass_in_float32(forward):
     checks.check_rms_norm(forward, shape=(6, 16), tiny_rows=True, seed=7, dtype=np.float32)
 
 
-@pytest.mark.parametrize("name", list(impl.WRONG_FORWARDS))
-def test_wrong_forwards_are_diagnosed(name):
-    function, diagnosis, kwargs = impl.WRONG_FORWARDS[name]
-    with pytest.raises(CheckFailed) as failure:
-        checks.check_rms_norm(function, **kwargs)
-    assert diagnosis in str(failure.value), str(failure.value)
+@table_cases(impl.WRONG_FORWARDS)
+def test_wrong_forwards_are_diagnosed(function, expected, kwargs):
+    assert_diagnosis_named(checks.check_rms_norm, function, expected, kwargs)
 
 
 @pytest.mark.parametrize("backward", impl.CORRECT_BACKWARDS, ids=lambda f: f.__name__)
@@ -47,12 +45,9 @@ def test_correct_backwards_pass_harder_cases(backward):
     checks.check_rms_norm_backward(backward, shape=(2, 3, 64), seed=6, dtype=np.float32)
 
 
-@pytest.mark.parametrize("name", list(impl.WRONG_BACKWARDS))
-def test_wrong_backwards_are_diagnosed(name):
-    function, diagnosis, kwargs = impl.WRONG_BACKWARDS[name]
-    with pytest.raises(CheckFailed) as failure:
-        checks.check_rms_norm_backward(function, **kwargs)
-    assert diagnosis in str(failure.value), str(failure.value)
+@table_cases(impl.WRONG_BACKWARDS)
+def test_wrong_backwards_are_diagnosed(function, expected, kwargs):
+    assert_diagnosis_named(checks.check_rms_norm_backward, function, expected, kwargs)
 
 
 def test_backward_disagreeing_with_a_wrong_forward_is_reported():
@@ -73,17 +68,9 @@ def test_stubs_raise_not_implemented():
         checks.check_rms_norm_backward(stub_backward)
 
 
-@pytest.mark.parametrize("name", list(impl.MISTAKE_COMBINATIONS_FORWARD))
-def test_forward_mistakes_are_all_named_and_only_those(name):
-    function, named, kwargs = impl.MISTAKE_COMBINATIONS_FORWARD[name]
-    with pytest.raises(CheckFailed) as failure:
-        checks.check_rms_norm(function, **kwargs)
-    text = str(failure.value).split("Likely cause:")[-1]
-    for phrase in named:
-        assert phrase in text, (phrase, text)
-    for phrase in impl.ALL_NAMED:
-        if phrase not in named and not any(phrase in n for n in named):
-            assert phrase not in text, (f"names an absent mistake: {phrase}", text)
+@table_cases(impl.MISTAKE_COMBINATIONS_FORWARD)
+def test_forward_mistakes_are_all_named_and_only_those(function, expected, kwargs):
+    assert_mistakes_named_exactly(checks.check_rms_norm, function, expected, kwargs, impl.ALL_NAMED)
 
 
 # ---------------------------------------------------------------- rms_norm_bf16
@@ -109,12 +96,9 @@ def test_bf16_verdicts_do_not_depend_on_the_seed(seed):
         assert failure.value.misconceptions == ("rms.no_upcast",)
 
 
-@pytest.mark.parametrize("name", list(impl.WRONG_BF16))
-def test_wrong_bf16_forwards_are_diagnosed(name):
-    function, diagnosis, kwargs = impl.WRONG_BF16[name]
-    with pytest.raises(CheckFailed) as failure:
-        checks.check_rms_norm_bf16(function, **kwargs)
-    assert diagnosis in str(failure.value), str(failure.value)
+@table_cases(impl.WRONG_BF16)
+def test_wrong_bf16_forwards_are_diagnosed(function, expected, kwargs):
+    assert_diagnosis_named(checks.check_rms_norm_bf16, function, expected, kwargs)
 
 
 def test_bf16_grid_rounds_to_nearest_even_like_torch():

@@ -771,6 +771,56 @@ def _uses_running_cause(z, x, eps, pairs) -> str | None:
     return None
 
 
+def _identity_affine(d, gamma, beta):
+    """The gain and shift handed to the learner (ones and zeros for None), and how ``what`` shows them."""
+    if gamma is None:
+        return np.ones(d), np.zeros(d), "gamma=ones, beta=zeros"
+    return gamma, beta, "gamma, beta"
+
+
+def _train_call(batch_norm_train, x, gamma, beta, running_mean, running_var, momentum, eps):
+    """One call of the learner's batch_norm_train on x: (..., d), next to torch's answer.
+
+    ``gamma`` and ``beta``: (d,) arrays, or None for the identity (the learner gets ones and
+    zeros, torch no affine). Returns (what, (y, new_mean, new_var), torch's (y, new_mean,
+    new_var)); a failing call, a malformed result or an in-place update fails here.
+    """
+    g, b, shown = _identity_affine(x.shape[-1], gamma, beta)
+    what = (f"batch_norm_train(x, {shown}, running_mean, running_var, momentum={momentum:g}, eps={eps:g}) "
+            f"for x of shape {x.shape}")
+    result, changed = _call_tracking(batch_norm_train, (x, g, b, running_mean, running_var, momentum, eps),
+                                     TRAIN_NAMES, what, TRAIN_SHAPE_RULE)
+    learner = _train_result(result, what, x.shape, changed)
+    return what, learner, _torch_running(x, gamma, beta, running_mean, running_var, True, momentum, eps)
+
+
+def _eval_call(batch_norm_eval, x, gamma, beta, running_mean, running_var, eps):
+    """One call of the learner's batch_norm_eval on x: (..., d), next to torch's answer.
+
+    ``gamma`` and ``beta``: as in ``_train_call``. Returns (what, the raw result, the names of
+    the arguments changed in place, torch's y); the caller validates the result, because an
+    in-place update is explained from the output when it can be.
+    """
+    g, b, shown = _identity_affine(x.shape[-1], gamma, beta)
+    what = f"batch_norm_eval(x, {shown}, running_mean, running_var, eps={eps:g}) for x of shape {x.shape}"
+    result, changed = _call_tracking(batch_norm_eval, (x, g, b, running_mean, running_var, eps),
+                                     EVAL_NAMES, what, EVAL_SHAPE_RULE)
+    expected, _, _ = _torch_running(x, gamma, beta, running_mean, running_var, False, 0.1, eps)
+    return what, result, changed, expected
+
+
+def _assert_affine(y, expected, x_hat, gamma, beta, what, oracle):
+    """y for the real gain and shift, once the output for gamma = 1 and beta = 0 was right.
+
+    x_hat: the right normalised output; a wrong y is a misplaced gain or shift (bn ids).
+    """
+    assert_close(y, expected, what, oracle, RTOL,
+                 _affine_cause(y, x_hat, gamma, beta, "bn") or tag(
+                     "with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are used: "
+                     "y = gamma * x_hat + beta.", "bn.affine_misapplied"),
+                 floor=float(np.max(np.abs(beta)) + np.max(np.abs(gamma))))
+
+
 @check
 def check_batch_norm_train(batch_norm_train, shape=None, momentum=0.1, eps=1e-5, seed=0, scale=1.0, offset=0.0,
                            gamma=None, beta=None):
@@ -793,12 +843,8 @@ def check_batch_norm_train(batch_norm_train, shape=None, momentum=0.1, eps=1e-5,
         d = x.shape[-1]
         running_mean, running_var = _running_start(x, seed)
         ones, zeros = np.ones(d), np.zeros(d)
-        what0 = (f"batch_norm_train(x, gamma=ones, beta=zeros, running_mean, running_var, momentum={m:g}, "
-                 f"eps={eps_case:g}) for x of shape {x.shape}")
-        result, changed = _call_tracking(batch_norm_train, (x, ones, zeros, running_mean, running_var, m, eps_case),
-                                         TRAIN_NAMES, what0, TRAIN_SHAPE_RULE)
-        z, new_mean, new_var = _train_result(result, what0, x.shape, changed)
-        x_hat, right_mean, right_var = _torch_running(x, None, None, running_mean, running_var, True, m, eps_case)
+        what0, (z, new_mean, new_var), (x_hat, right_mean, right_var) = _train_call(
+            batch_norm_train, x, None, None, running_mean, running_var, m, eps_case)
         if relative_error(z, x_hat, floor=1.0) > RTOL:
             axes = tuple(range(x.ndim - 1))
             cause = (_uses_running_cause(z, x, eps_case, [
@@ -822,17 +868,9 @@ def check_batch_norm_train(batch_norm_train, shape=None, momentum=0.1, eps=1e-5,
                  f"  got:{' ' * 52}{preview(got)}{both}\n"
                  f"Likely cause: {cause or 'no classic mistake matched.'}", *ids_of(cause))
         g, b = _params(d, seed, gamma, beta)
-        what = (f"batch_norm_train(x, gamma, beta, running_mean, running_var, momentum={m:g}, eps={eps_case:g}) "
-                f"for x of shape {x.shape}")
-        result, changed = _call_tracking(batch_norm_train, (x, g, b, running_mean, running_var, m, eps_case),
-                                         TRAIN_NAMES, what, TRAIN_SHAPE_RULE)
-        y, _, _ = _train_result(result, what, x.shape, changed)
-        expected, _, _ = _torch_running(x, g, b, running_mean, running_var, True, m, eps_case)
-        assert_close(y, expected, f"y from {what}", "torch batch_norm(training=True), float64", RTOL,
-                     _affine_cause(y, x_hat, g, b, "bn") or tag(
-                         "with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are used: "
-                         "y = gamma * x_hat + beta.", "bn.affine_misapplied"),
-                     floor=float(np.max(np.abs(b)) + np.max(np.abs(g))))
+        what, (y, _, _), (expected, _, _) = _train_call(batch_norm_train, x, g, b, running_mean, running_var, m,
+                                                        eps_case)
+        _assert_affine(y, expected, x_hat, g, b, f"y from {what}", "torch batch_norm(training=True), float64")
         passed(f"batch_norm_train matches torch's batch_norm(training=True) and its updated running statistics for x "
                f"of shape {x.shape}, momentum={m:g}, eps={eps_case:g}; the inputs are unchanged")
 
@@ -921,17 +959,13 @@ def check_batch_norm_eval(batch_norm_eval, shape=None, eps=1e-5, seed=0, scale=1
         d = x.shape[-1]
         running_mean, running_var = _running_start(x, seed)
         ones, zeros = np.ones(d), np.zeros(d)
-        what0 = (f"batch_norm_eval(x, gamma=ones, beta=zeros, running_mean, running_var, eps={eps_case:g}) "
-                 f"for x of shape {x.shape}")
-        result, changed = _call_tracking(batch_norm_eval, (x, ones, zeros, running_mean, running_var, eps_case),
-                                         EVAL_NAMES, what0, EVAL_SHAPE_RULE)
+        what0, result, changed, x_hat = _eval_call(batch_norm_eval, x, None, None, running_mean, running_var, eps_case)
         updates = tag("evaluation mode changed the running statistics in place. Evaluation only reads "
                       "running_mean and running_var; they change in training mode only, and there as new arrays.",
                       "bn.eval_updates_running")
         z = None
         if not changed:
             z = strict_array(result, what0, x.shape)
-        x_hat, _, _ = _torch_running(x, None, None, running_mean, running_var, False, 0.1, eps_case)
         if changed:
             also = ""
             if type(result) is np.ndarray and result.shape == x.shape and np.all(np.isfinite(result)):
@@ -952,17 +986,10 @@ def check_batch_norm_eval(batch_norm_eval, shape=None, eps=1e-5, seed=0, scale=1
                             "bn.eval_uses_batch_stats") if not np.any(z) else None
             assert_close(z, x_hat, what0, "torch batch_norm(training=False), float64", RTOL, cause, floor=1.0)
         g, b = _params(d, seed, gamma, beta)
-        what = f"batch_norm_eval(x, gamma, beta, running_mean, running_var, eps={eps_case:g}) for x of shape {x.shape}"
-        result, changed = _call_tracking(batch_norm_eval, (x, g, b, running_mean, running_var, eps_case),
-                                         EVAL_NAMES, what, EVAL_SHAPE_RULE)
+        what, result, changed, expected = _eval_call(batch_norm_eval, x, g, b, running_mean, running_var, eps_case)
         if changed:
             _in_place_failure(what, changed, updates)
         y = strict_array(result, what, x.shape)
-        expected, _, _ = _torch_running(x, g, b, running_mean, running_var, False, 0.1, eps_case)
-        assert_close(y, expected, what, "torch batch_norm(training=False), float64", RTOL,
-                     _affine_cause(y, x_hat, g, b, "bn") or tag(
-                         "with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are used: "
-                         "y = gamma * x_hat + beta.", "bn.affine_misapplied"),
-                     floor=float(np.max(np.abs(b)) + np.max(np.abs(g))))
+        _assert_affine(y, expected, x_hat, g, b, what, "torch batch_norm(training=False), float64")
         passed(f"batch_norm_eval matches torch's batch_norm(training=False) for x of shape {x.shape}, "
                f"eps={eps_case:g}, using the running statistics only; the inputs are unchanged")

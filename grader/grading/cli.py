@@ -6,6 +6,9 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    from grader.grading.startup import skip_iri_grammars
+
+    skip_iri_grammars()  # before anything imports nbformat
     from grader.grading.config import GradeConfig
 
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)

@@ -71,20 +71,16 @@ def run_serialised(function, *args):
 
 
 def _worker_report(options: dict) -> dict:
-    """On a worker: its slot, host and whether a sandbox starts with the class's options."""
+    """On a worker: its slot, host, whether a sandbox starts with the class's options ("problem": None
+    or why not) and the isolation level that sandbox enforced ("none" if none started)."""
     import socket
 
     from grader.grading import pipeline
-    from grader.grading.sandbox import isolation
 
     slot = _setup_worker()
     with _job_lock:
-        problem = pipeline._probe(options)
-    try:
-        level = isolation.choose_level(options.get("mode", "auto"), os.geteuid() == 0)
-    except isolation.IsolationError as error:
-        level = f"none ({error})"
-    return {"host": socket.gethostname(), "slot": slot, "problem": problem, "isolation": level}
+        probe = pipeline._probe(options)
+    return {"host": socket.gethostname(), "slot": slot, "problem": probe.problem, "isolation": probe.level or "none"}
 
 
 class DaskPool:

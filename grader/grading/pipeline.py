@@ -32,7 +32,9 @@ import time
 import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from grader.course.build import course_root, tool_environment
 from grader.grading.config import GradeConfig, grade_config
@@ -152,8 +154,20 @@ def _sandbox_uid() -> int:
     return SANDBOX_UID_BASE + (_slot or 0)  # one uid per parallel slot
 
 
-def _probe(options: dict) -> str | None:
-    """Start one sandbox with the class's options: None if it works, else why not (no learner code runs)."""
+@dataclass(frozen=True)
+class ProbeResult:
+    """What starting one sandbox with the class's options showed (``_probe``).
+
+    ``problem``: None if a sandbox started and ran a cell, else why not; ``level``: the isolation
+    level the sandbox enforced ("user", "userns", "basic"), None if none started.
+    """
+
+    problem: str | None
+    level: str | None = None
+
+
+def _probe(options: dict) -> ProbeResult:
+    """Start one sandbox with the class's options and run one cell (no learner code runs)."""
     from grader.grading.sandbox import client
 
     problem = None
@@ -162,13 +176,15 @@ def _probe(options: dict) -> str | None:
             limits = client.Limits(**options.get("limits", {}))
             with client.Sandbox(**{k: v for k, v in options.items() if k != "limits"}, uid=_sandbox_uid(),
                                 limits=limits) as box:
+                report = box.isolation  # the sandbox's own account (isolation.apply): what it enforced
+                level = report.get("mode") if isinstance(report, dict) else None
                 if box.run_cell("1 + 1")["error"]:
-                    return "a sandbox started but could not run a cell"
-            return None
+                    return ProbeResult("a sandbox started but could not run a cell", level)
+            return ProbeResult(None, level)
         except client.SandboxError as error:
             problem = str(error)
             client._default_zygote = None
-    return problem
+    return ProbeResult(problem)
 
 
 def nbgrader_app(root: Path, app_class, argv: list[str]) -> str | None:
@@ -239,6 +255,46 @@ NBGRADER_GLOB_CHARACTERS = "*?["  # in a student id, nbgrader's glob (notebook f
 MAX_ATTEMPTS = 2  # a notebook whose worker died is run again once, then scores zero
 
 
+@dataclass(frozen=True)
+class Task:
+    """One job on its way through the execution pool; ``attempt``: how many times it was submitted."""
+
+    job: Job
+    attempt: int = 0
+
+    @property
+    def student(self) -> str:
+        return self.job.student
+
+    @property
+    def notebook(self) -> str:
+        return self.job.notebook
+
+    def resubmitted(self) -> "Task":
+        return replace(self, attempt=self.attempt + 1)
+
+
+@dataclass(frozen=True)
+class Phases:
+    """The nbgrader steps a run calls for each learner (replaceable: tests pass fakes).
+
+    ``run_phase(config, root, assignment, student, phase, submitted_dir, results_dir="", notes=())``:
+    nbgrader's "sanitize" or "record" for one learner, raising on failure
+    (``grader.grading.nbgrader_steps.run_phase``); ``mirror(root, work, assignment, student) ->
+    messages``: the intake of one learner's submission (``grader.grading.intake.mirror_submission``).
+    """
+
+    run_phase: Callable
+    mirror: Callable
+
+
+def nbgrader_phases() -> Phases:
+    """The real steps; nbgrader is imported only here, when a run starts."""
+    from grader.grading.nbgrader_steps import run_phase
+
+    return Phases(run_phase=run_phase, mirror=mirror_submission)
+
+
 class GradingRun:
     """One ``grader grade`` run: sanitise, execute, record and feedback, pipelined per learner.
 
@@ -246,9 +302,16 @@ class GradingRun:
     build/grading/. Workers execute jobs (returning their results as data) and write feedback.
     Nothing a learner submits can make a method here raise: every failure becomes a message
     for that learner and zero for what was not graded.
+
+    Seams (defaults: the real ones): ``pool_factory(jobs)`` and ``feedback_pool_factory(jobs)``
+    return a fresh pool (anything with ``submit(fn, *args) -> Future`` and ``shutdown``), called
+    at the first job or feedback and again after a ``BrokenProcessPool``; ``phases`` (``Phases``)
+    runs nbgrader's steps. With ``GradeConfig.scheduler`` the execution pool is the Dask cluster.
     """
 
-    def __init__(self, root: Path, assignment: str, settings: GradeConfig, config=None):
+    def __init__(self, root: Path, assignment: str, settings: GradeConfig, config=None, *,
+                 pool_factory: Callable | None = None, feedback_pool_factory: Callable | None = None,
+                 phases: Phases | None = None):
         import multiprocessing
 
         self.root, self.assignment, self.settings = root, assignment, settings
@@ -267,12 +330,15 @@ class GradingRun:
         self.progress = Progress(total=0)
         self.messages: dict[str, list[str]] = {}
         self.left: dict[str, int] = {}  # notebooks still executing, per learner
-        self.executing: dict = {}  # future -> task
+        self.executing: dict = {}  # future -> Task
         self.feedback: dict = {}  # future -> student
-        self.waiting: list[dict] = []  # tasks sanitised before the probe answered
+        self.waiting: list[Task] = []  # tasks sanitised before the probe answered
         self.seconds: dict = {}
         self.timings = {"sanitise": 0.0, "record": 0.0}
         self.unfinished: set[str] = set()  # learners whose grade or feedback the grader itself failed to write
+        self.pool_factory = pool_factory or self._new_local_pool
+        self.feedback_pool_factory = feedback_pool_factory or self._new_feedback_pool
+        self.phases = phases or nbgrader_phases()
         self.isolation, self.finished, self.total = None, 0, 0
         self.counter = multiprocessing.Value("i", 0)
         # The execution pool (warm sandboxes) starts at the first job without a cached result, so
@@ -293,16 +359,19 @@ class GradingRun:
             if self.pool is None and not self.probe_error:  # asked once: a cluster that failed is not retried
                 self.pool, self.probe_error = _dask_pool(self.settings.scheduler, self.options)
         elif self.pool is None:
-            self.pool = self._new_pool()
+            self.pool = self.pool_factory(self.jobs)
             self.probe = self.pool.submit(_probe, self.options)
         return self.pool
 
-    def _feedback_pool(self) -> ProcessPoolExecutor:
-        global _worker_config
+    def _feedback_pool(self):
         if self.feedback_pool is None:
-            _worker_config = self.config  # inherited by the forked workers: no config file read again
-            self.feedback_pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_init_feedback)
+            self.feedback_pool = self.feedback_pool_factory(self.jobs)
         return self.feedback_pool
+
+    def _new_feedback_pool(self, jobs: int) -> ProcessPoolExecutor:
+        global _worker_config
+        _worker_config = self.config  # inherited by the forked workers: no config file read again
+        return ProcessPoolExecutor(max_workers=jobs, initializer=_init_feedback)
 
     def _submit_feedback(self, student: str) -> None:
         future = self._feedback_pool().submit(_feedback_task, (str(self.root), self.assignment, student))
@@ -318,18 +387,18 @@ class GradingRun:
             del self.feedback[future]
             self._submit_feedback(student)
 
-    def _new_pool(self) -> ProcessPoolExecutor:
+    def _new_local_pool(self, jobs: int) -> ProcessPoolExecutor:
         with self.counter.get_lock():
             self.counter.value = 0
-        pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=_init_slot, initargs=(self.counter,))
-        for _ in range(self.jobs):
+        pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot, initargs=(self.counter,))
+        for _ in range(jobs):
             pool.submit(int)  # start every worker (and its zygote) now, overlapping the first sanitising
         return pool
 
     def _rebuild_pool(self) -> None:
         """A worker died (killed, out of memory): every task it held runs again in a fresh pool."""
         _kill(self.pool)
-        self.pool = self._new_pool()
+        self.pool = self.pool_factory(self.jobs)
         lost, self.executing = list(self.executing.values()), {}
         for task in lost:
             self._submit(task)  # counts as an attempt: a notebook that kills its worker twice scores zero
@@ -344,20 +413,20 @@ class GradingRun:
             if pool is not None:
                 pool.shutdown(wait=True)
 
-    def _submit(self, task: dict) -> None:
-        if task["attempt"] >= MAX_ATTEMPTS:
-            self._done(task, None, "its grading process died twice or returned no valid result; it scores zero: "
-                                   "tell the instructor")
+    def _submit(self, task: Task) -> None:
+        if task.attempt >= MAX_ATTEMPTS:
+            self._done(task.student, task.notebook, None, "its grading process died twice or returned no valid "
+                                                          "result; it scores zero: tell the instructor")
             return
-        task = {**task, "attempt": task["attempt"] + 1}
-        self.executing[self._execution_pool().submit(_execute_task, task["job"].to_json())] = task
+        task = task.resubmitted()
+        self.executing[self._execution_pool().submit(_execute_task, task.job.to_json())] = task
 
     # -- steps -----------------------------------------------------------------------
     def sanitise(self, student: str) -> None:
         phase_started = time.monotonic()
         self.messages[student] = []
         try:
-            self.messages[student] += mirror_submission(self.root, self.work, self.assignment, student)
+            self.messages[student] += self.phases.mirror(self.root, self.work, self.assignment, student)
             self._sanitise_phase(student)
         except Exception as error:  # noqa: BLE001 - the grader's own failure costs this learner, not the class
             self.messages[student].append(f"the submission could not be prepared for grading ({type(error).__name__}: "
@@ -373,7 +442,7 @@ class GradingRun:
                                self.root / "source" / self.assignment / f"{notebook}.ipynb", files, self.options,
                                grader=self.grader)
             except Exception as error:  # noqa: BLE001 - the grader's own failure: this notebook scores zero
-                self._done({"student": student, "notebook": notebook}, None,
+                self._done(student, notebook, None,
                            f"its grading job could not be prepared ({type(error).__name__}: {str(error)[:200]}); "
                            "it scores zero: tell the instructor")
                 continue
@@ -381,11 +450,11 @@ class GradingRun:
                 cached, problem = self.cache.get(job)
                 if cached is not None:
                     self.reused.append((student, notebook))
-                    self._accepted({"job": job, "attempt": 0}, cached, None)
+                    self._accepted(job, cached)
                     continue
                 if problem:
                     self.refused.append(f"{student}/{notebook}: cached {problem}")
-            task = {"job": job, "attempt": 0, "student": student, "notebook": notebook}
+            task = Task(job)
             self._execution_pool()
             if self.probe is not None or self.probe_error:
                 self.waiting.append(task)
@@ -395,8 +464,7 @@ class GradingRun:
             self.record(student)
 
     def _sanitise_phase(self, student: str) -> None:
-        from grader.grading.nbgrader_steps import run_phase
-
+        run_phase = self.phases.run_phase
         try:
             run_phase(self.config, self.root, self.assignment, student, "sanitize", self.submitted_dir)
         except Exception as error:  # noqa: BLE001 - bad nbgrader metadata, duplicated cells...
@@ -415,7 +483,7 @@ class GradingRun:
             return True
         for attempt in range(MAX_ATTEMPTS + 1):
             try:
-                self.probe_error = self.probe.result()
+                self.probe_error = self.probe.result().problem
                 break
             except BrokenProcessPool as error:  # a worker died (killed?): try again in a fresh pool
                 self.probe_error = f"the grading workers keep dying ({error})"
@@ -443,37 +511,38 @@ class GradingRun:
             self._rebuild_pool()
             return
         except Exception as error:  # noqa: BLE001 - the grader's own failure: this notebook scores zero
-            self._done(task, None, f"grading it failed ({type(error).__name__}: {str(error)[:300]}); "
-                                   "it scores zero: tell the instructor")
+            self._done(task.student, task.notebook, None, f"grading it failed ({type(error).__name__}: "
+                                                          f"{str(error)[:300]}); it scores zero: tell the instructor")
             return
-        result, problem = accept(task["job"], text)
+        result, problem = accept(task.job, text)
         if result is None:  # a worker answered for another job, or garbled: run it again, then zero
-            self.refused.append(f"{task['student']}/{task['notebook']}: returned {problem}")
+            self.refused.append(f"{task.student}/{task.notebook}: returned {problem}")
             self._submit(task)
             return
-        self.executed.append((task["student"], task["notebook"]))
-        self.seconds[(task["student"], task["notebook"])] = seconds
+        self.executed.append((task.student, task.notebook))
+        self.seconds[(task.student, task.notebook)] = seconds
         try:
-            self.cache.put(task["job"], result)
+            self.cache.put(task.job, result)
         except OSError as error:  # a cache that cannot be written costs time next run, not this grade
             print(f"the result cache could not be written ({type(error).__name__}): "
                   f"{printable(str(self.cache.folder), 200)}", file=sys.stderr)
-        self._accepted(task, result, None)
+        self._accepted(task.job, result)
 
-    def _accepted(self, task: dict, result: dict, problem: str | None) -> None:
+    def _accepted(self, job: Job, result: dict) -> None:
         """An accepted result: build/grading/results/ for the record phase (grader.grading.nbgrader_steps)."""
         from grader.grading import results
 
-        job = task["job"]
+        problem = None
         try:
             results.write(self.work / "results" / job.student / f"{job.notebook}.json", result)
         except (OSError, ValueError) as error:  # the grader's own disk: this notebook scores zero
             result, problem = None, (f"its result could not be stored ({type(error).__name__}: {str(error)[:200]}); "
                                      "it scores zero: tell the instructor")
-        self._done({"student": job.student, "notebook": job.notebook}, result, problem)
+        self._done(job.student, job.notebook, result, problem)
 
-    def _done(self, task: dict, result: dict | None, problem: str | None) -> None:
-        student, notebook = task["student"], task["notebook"]
+    def _done(self, student: str, notebook: str, result: dict | None, problem: str | None) -> None:
+        """One notebook is finished (``result``: its accepted result, or None: it scores zero, ``problem``
+        says why); the learner's last one triggers the record phase."""
         self.finished += 1
         if result is not None:
             self.isolation = result.get("isolation") or self.isolation
@@ -486,12 +555,10 @@ class GradingRun:
             self.record(student)
 
     def record(self, student: str) -> None:
-        from grader.grading.nbgrader_steps import run_phase
-
         phase_started = time.monotonic()
         try:
-            run_phase(self.config, self.root, self.assignment, student, "record", self.submitted_dir,
-                      str(self.work / "results"), notes=self.messages[student])
+            self.phases.run_phase(self.config, self.root, self.assignment, student, "record", self.submitted_dir,
+                                  str(self.work / "results"), notes=self.messages[student])
         except Exception as error:  # noqa: BLE001
             self.messages[student].append(f"recording the grade failed: {type(error).__name__}: {str(error)[:300]}")
             self.unfinished.add(student)

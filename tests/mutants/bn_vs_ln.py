@@ -1560,13 +1560,23 @@ def _forgets(base, index):
     return batch_norm_train
 
 
-def _train_mutants():
+def _running_collector(exercise, prefix):
+    """(made, add) for the mutants of ``exercise`` ("batch_norm_train" or "batch_norm_eval").
+
+    add(planted, function, label) names the function like the exercise and appends a mutant
+    planting the bn. ids ``planted``, labelled f"{prefix}/{label}".
+    """
     made = []
 
     def add(planted, function, label):
-        function.__name__ = function.__qualname__ = "batch_norm_train"
-        made.append(mutant(NB, "batch_norm_train", _ids("bn", *planted), function, f"train/{label}"))
+        function.__name__ = function.__qualname__ = exercise
+        made.append(mutant(NB, exercise, _ids("bn", *planted), function, f"{prefix}/{label}"))
 
+    return made, add
+
+
+def _train_mutants():
+    made, add = _running_collector("batch_norm_train", "train")
     for style in TRAIN_STYLES:
         for form in ("standard", "increment", "lerp"):
             add(["momentum_reversed"], _train(style, weight="reversed", form=form), f"reversed/{style}/{form}")
@@ -1662,12 +1672,7 @@ EVAL_STYLES = ["numpy", "torch", "loop", "rsqrt"]
 
 
 def _eval_mutants():
-    made = []
-
-    def add(planted, function, label):
-        function.__name__ = function.__qualname__ = "batch_norm_eval"
-        made.append(mutant(NB, "batch_norm_eval", _ids("bn", *planted), function, f"eval/{label}"))
-
+    made, add = _running_collector("batch_norm_eval", "eval")
     for style in EVAL_STYLES:
         for stat in ("batch", "batch_unbiased"):
             add(["eval_uses_batch_stats"], _eval(style, centre="batch", stat=stat), f"batch/{style}/{stat}")
