@@ -15,52 +15,27 @@ jobs to another worker, and a result is accepted once per job.
 """
 from __future__ import annotations
 
-import fcntl
-import os
-import tempfile
 import threading
-from pathlib import Path
 
-MAX_SLOTS = 512  # sandbox uids per machine: SANDBOX_UID_BASE + slot
+from grader.grading import slots
+from grader.grading.startup import skip_iri_grammars
+
 _job_lock = threading.Lock()
-_slot_file = None  # the open lock file that holds this worker's slot for its lifetime
-
-
-def claim_slot(folder: Path | None = None) -> int:
-    """A slot number no other live process on this machine holds (a lock file per slot).
-
-    The lock is released by the kernel when the process dies, however it dies, so a killed
-    worker's slot (its sandbox uid) is free again for the worker that replaces it.
-    """
-    global _slot_file
-    folder = Path(folder or Path(tempfile.gettempdir()) / f"lncourse-grading-slots-{os.getuid()}")
-    folder.mkdir(mode=0o700, exist_ok=True)
-    for slot in range(MAX_SLOTS):
-        handle = open(folder / f"slot-{slot}.lock", "a")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            continue
-        _slot_file = handle
-        return slot
-    raise RuntimeError(f"all {MAX_SLOTS} grading slots on this machine are taken")
 
 
 def _setup_worker() -> int:
     """On a worker: claim a slot (its sandbox uid) and warm the executor, once per worker process."""
-    from grader.grading import pipeline
-
     with _job_lock:
-        if _slot_file is None:
-            pipeline._slot = claim_slot()
+        if slots._slot is None:
+            skip_iri_grammars()  # before the executor's first import of nbformat
+            slots.claim_slot()
             import grader.grading.execute  # noqa: F401 - imported once, before the first job
             from grader import oracles
             from grader.grading.sandbox.client import default_zygote
 
             oracles._torch()
             default_zygote()
-    return pipeline._slot
+    return slots._slot
 
 
 def run_serialised(function, *args):

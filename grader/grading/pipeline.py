@@ -40,6 +40,7 @@ from grader.course.build import course_root, tool_environment
 from grader.grading.config import GradeConfig, grade_config
 from grader.grading.intake import expected_notebooks, mirror_submission
 from grader.grading.jobs import Job, ResultCache, accept, grader_version, run_job
+from grader.grading import slots
 from grader.grading.terminal import Progress, printable
 
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per parallel slot when grading as root
@@ -95,18 +96,13 @@ def sandbox_options(work: Path, settings: GradeConfig | None = None, hidden: lis
             "hidden": list(hidden)}
 
 
-_slot = None
-
-
-def _init_slot(counter):
-    """Number this worker (its sandbox uid) and warm it: its zygote imports everything once."""
-    global _slot
+def _init_slot():
+    """Claim this worker's slot (its sandbox uid, grader.grading.slots) and warm it: its zygote imports
+    everything once."""
     _die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is for the parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
-    with counter.get_lock():
-        _slot = counter.value
-        counter.value += 1
+    slots.claim_slot()
     import grader.grading.execute  # noqa: F401
     from grader import oracles
     from grader.grading.sandbox.client import default_zygote
@@ -151,7 +147,7 @@ def _kill(pool: ProcessPoolExecutor | None) -> None:
 
 
 def _sandbox_uid() -> int:
-    return SANDBOX_UID_BASE + (_slot or 0)  # one uid per parallel slot
+    return SANDBOX_UID_BASE + (slots._slot or 0)  # one uid per slot held on this machine
 
 
 @dataclass(frozen=True)
@@ -312,8 +308,6 @@ class GradingRun:
     def __init__(self, root: Path, assignment: str, settings: GradeConfig, config=None, *,
                  pool_factory: Callable | None = None, feedback_pool_factory: Callable | None = None,
                  phases: Phases | None = None):
-        import multiprocessing
-
         self.root, self.assignment, self.settings = root, assignment, settings
         self.jobs = settings.worker_count()
         self.work = root / "build" / "grading" / assignment
@@ -340,7 +334,6 @@ class GradingRun:
         self.feedback_pool_factory = feedback_pool_factory or self._new_feedback_pool
         self.phases = phases or nbgrader_phases()
         self.isolation, self.finished, self.total = None, 0, 0
-        self.counter = multiprocessing.Value("i", 0)
         # The execution pool (warm sandboxes) starts at the first job without a cached result, so
         # a class graded before costs no zygote; the feedback pool is light (forked, no torch).
         self.pool: ProcessPoolExecutor | None = None
@@ -388,9 +381,7 @@ class GradingRun:
             self._submit_feedback(student)
 
     def _new_local_pool(self, jobs: int) -> ProcessPoolExecutor:
-        with self.counter.get_lock():
-            self.counter.value = 0
-        pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot, initargs=(self.counter,))
+        pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot)
         for _ in range(jobs):
             pool.submit(int)  # start every worker (and its zygote) now, overlapping the first sanitising
         return pool
