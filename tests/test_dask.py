@@ -165,7 +165,8 @@ def test_dask_grading_equals_local_grading_and_survives_a_killed_worker(tmp_path
 @pytest.mark.slow
 def test_an_unreachable_scheduler_scores_nobody(tmp_path):
     base, _ = _course(tmp_path)
-    out, err = _grade(base, "--scheduler", f"tcp://127.0.0.1:{free_port()}").communicate(timeout=300)
+    out, err = _grade(base, "--scheduler", f"tcp://127.0.0.1:{free_port()}",
+                      "--GradeConfig.scheduler_timeout=2").communicate(timeout=300)
     assert "no usable worker" in err and "Nothing was scored" in err, err
     assert not (base / "grades.csv").exists()
     assert _cached(base) == 0

@@ -77,11 +77,29 @@ def run(command, cwd) -> tuple[float, str]:
     return time.monotonic() - started, result.stdout
 
 
+def grade_command(course: Path, assignment: str, jobs: list[str]) -> list[str]:
+    return [sys.executable, "-m", "grader", "grade", assignment, "--root", str(course), "--csv",
+            str(course / f"grades-{assignment}.csv"), *jobs]
+
+
+def phase_report(output: str) -> str:
+    """The per-phase line ``grader grade`` prints ("isolation: ...; sanitise ..., record ...")."""
+    return next((line for line in output.splitlines() if line.startswith("isolation:")), "no report")
+
+
+def single_learner_copy(base: Path, destination: Path, student: str) -> None:
+    """The class reduced to one learner: grading it costs the fixed part plus one submission."""
+    shutil.copytree(base, destination, ignore=lambda folder, names: [
+        n for n in names if Path(folder).name == "submitted" and n != student])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader bench-grade", description=__doc__)
     parser.add_argument("--learners", type=int, default=60)
     parser.add_argument("--assignments", nargs="*", default=None)
     parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--jobs-scaling", action="store_true",
+                        help="also grade the class with --jobs 1, and print the ratio to the default jobs")
     args = parser.parse_args(argv)
     root = course_root()
     assignments = args.assignments or present_assignments(root)
@@ -93,31 +111,38 @@ def main(argv=None) -> int:
         shutil.copytree(root / "source", base / "source", ignore=shutil.ignore_patterns("*.ipynb"))
         build(base, assignments)
         roster = make_class(base, assignments, args.learners)
-        plain, ours = Path(tmp) / "plain", Path(tmp) / "isolated"
+        plain, ours, single, serial = (Path(tmp) / name for name in ("plain", "isolated", "single", "serial"))
         shutil.copytree(base, plain)
         shutil.copytree(base, ours)
+        single_learner_copy(base, single, next(iter(roster)))
+        if args.jobs_scaling:
+            shutil.copytree(base, serial)
         total = len(roster) * len(assignments)
         print(f"{len(roster)} learners x {len(assignments)} notebooks = {total} submissions", flush=True)
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
-        # Alternate the two graders assignment by assignment, so that a change in the machine's
-        # load during the run falls on both of them.
-        plain_seconds = our_seconds = regrade_seconds = 0.0
+        # Alternate the graders assignment by assignment, so that a change in the machine's load
+        # during the run falls on all of them.
+        rows = []
         for a in assignments:
             plain_a, _ = run([sys.executable, "-m", "nbgrader", "autograde", a, "--force"], plain)
-            ours_a, report = run([sys.executable, "-m", "grader", "grade", a, "--root", str(ours), "--csv",
-                                  str(ours / f"grades-{a}.csv"), *jobs], ours)
-            isolation = next((line for line in report.splitlines() if line.startswith("isolation:")), "no report")
+            ours_a, report = run(grade_command(ours, a, jobs), ours)
             # the same command again: every job's result is cached, so only nbgrader's steps run
-            again_a, again = run([sys.executable, "-m", "grader", "grade", a, "--root", str(ours), "--csv",
-                                  str(ours / f"grades-{a}.csv"), *jobs], ours)
+            again_a, again = run(grade_command(ours, a, jobs), ours)
+            one_a, _ = run(grade_command(single, a, jobs), single)
+            serial_a = run(grade_command(serial, a, ["--jobs", "1"]), serial)[0] if args.jobs_scaling else None
             executed = re.search(r"(\d+) notebooks executed, (\d+) from cache", again)
-            print(f"  {a:<14} plain {plain_a:7.1f} s   grader grade {ours_a:7.1f} s   {plain_a / ours_a:5.2f}x\n"
-                  f"                 {isolation}\n"
+            # T(n) = fixed + n * per_submission, from the class and the one-learner copy
+            per_submission = (ours_a - one_a) / (len(roster) - 1) if len(roster) > 1 else ours_a
+            fixed = one_a - per_submission
+            rows.append((a, plain_a, ours_a, per_submission, fixed, again_a, serial_a))
+            print(f"  {a:<14} plain {plain_a:7.1f} s   grader grade {ours_a:7.1f} s   {plain_a / ours_a:5.2f}x   "
+                  f"{per_submission:.2f} s per submission, fixed {fixed:.1f} s\n"
+                  f"                 {phase_report(report)}\n"
                   f"                 re-grade {again_a:7.1f} s: "
-                  + (f"{executed.group(1)} executed, {executed.group(2)} from cache" if executed else "no report"),
+                  + (f"{executed.group(1)} executed, {executed.group(2)} from cache" if executed else "no report")
+                  + (f"\n                 --jobs 1 {serial_a:7.1f} s: default jobs {serial_a / ours_a:.2f}x faster"
+                     if serial_a else ""),
                   flush=True)
-            plain_seconds, our_seconds = plain_seconds + plain_a, our_seconds + ours_a
-            regrade_seconds += again_a
         run([sys.executable, "-m", "nbgrader", "export", "--to=grades.csv"], plain)
         plain_scores = scores(plain / "grades.csv")
         our_scores = {}
@@ -128,12 +153,32 @@ def main(argv=None) -> int:
                      if plain_scores.get((a, s)) != our_scores.get((a, s))]
         hostile_plain = sum(plain_scores.get((a, s), 0) for a in assignments for s, k in roster.items() if k == "hostile")
         hostile_ours = sum(our_scores.get((a, s), 0) for a in assignments for s, k in roster.items() if k == "hostile")
+        plain_seconds, our_seconds = sum(r[1] for r in rows), sum(r[2] for r in rows)
+        print_table(rows, len(roster))
         print(f"plain nbgrader autograde: {plain_seconds:7.1f} s  ({plain_seconds / total:.2f} s per submission)")
         print(f"grader grade (isolated):  {our_seconds:7.1f} s  ({our_seconds / total:.2f} s per submission)")
         print(f"speed-up: {plain_seconds / our_seconds:.2f}x")
-        print(f"re-grading the unchanged class (cached results): {regrade_seconds:7.1f} s")
+        print(f"fixed cost per grader grade run (median over assignments): {median([r[4] for r in rows]):.1f} s; "
+              f"per submission beyond it: {median([r[3] for r in rows]):.2f} s")
+        if args.jobs_scaling:
+            print(f"--jobs 1 against the default: {sum(r[6] for r in rows) / our_seconds:.2f}x")
+        print(f"re-grading the unchanged class (cached results): {sum(r[5] for r in rows):7.1f} s")
         print(f"honest submissions with identical scores: {len(honest) - len(differing)}/{len(honest)}")
         for row in differing[:10]:
             print("  differs:", row)
         print(f"points given to hostile submissions: plain nbgrader {hostile_plain:.0f}, grader grade {hostile_ours:.0f}")
     return 0
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else 0.0
+
+
+def print_table(rows, learners: int) -> None:
+    """One line per assignment: both graders' seconds, their ratio, per-submission and fixed cost."""
+    print(f"{'assignment':<14} {'plain s':>8} {'ours s':>8} {'ratio':>6} {'plain/sub':>9} {'ours/sub':>9} "
+          f"{'marginal':>9} {'fixed s':>8} {'regrade s':>9}")
+    for a, plain_a, ours_a, per_submission, fixed, again_a, _ in rows:
+        print(f"{a:<14} {plain_a:8.1f} {ours_a:8.1f} {plain_a / ours_a:5.2f}x {plain_a / learners:9.2f} "
+              f"{ours_a / learners:9.2f} {per_submission:9.2f} {fixed:8.1f} {again_a:9.1f}")

@@ -45,6 +45,8 @@ class GradeConfig(Configurable):
                         "course directory at the same path (a shared filesystem) and root or user namespaces for "
                         "the sandbox. Only this process writes the cache, gradebook and feedback."
                         ).tag(config=True)
+    scheduler_timeout = Float(20.0, help="Seconds to wait for the Dask scheduler to answer, and again for its "
+                              "first worker, before grading stops with nothing scored (exit 2).").tag(config=True)
 
     @default("isolation")
     def _isolation_default(self):
@@ -56,7 +58,7 @@ class GradeConfig(Configurable):
             raise ValueError("GradeConfig.jobs must be 0 (one per core) or more")
         return proposal["value"]
 
-    @validate("cell_timeout", "notebook_timeout")
+    @validate("cell_timeout", "notebook_timeout", "scheduler_timeout")
     def _check_positive(self, proposal):
         if not proposal["value"] > 0:
             raise ValueError(f"GradeConfig.{proposal['trait'].name} must be a positive number of seconds")

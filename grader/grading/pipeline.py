@@ -223,14 +223,14 @@ def _feedback_task(args):
     return student, None
 
 
-def _dask_pool(address: str, options: dict):
+def _dask_pool(address: str, options: dict, seconds: float = 20.0):
     """(pool, None) once every worker of the Dask scheduler at ``address`` has started a sandbox;
     (None or the pool, why not) otherwise: then nothing executes and nobody is scored."""
     from grader.grading.dask_pool import DaskPool
 
     try:
-        pool = DaskPool(address)
-        pool.wait_for_workers(1)
+        pool = DaskPool(address, connect_seconds=seconds)
+        pool.wait_for_workers(1, seconds)
         reports = pool.reports(options)
     except Exception as error:  # noqa: BLE001 - unreachable scheduler, no workers, a worker that cannot start
         return None, f"the Dask scheduler {address} gave no usable worker ({type(error).__name__}: {str(error)[:300]})"
@@ -350,7 +350,8 @@ class GradingRun:
         """
         if self.settings.scheduler:
             if self.pool is None and not self.probe_error:  # asked once: a cluster that failed is not retried
-                self.pool, self.probe_error = _dask_pool(self.settings.scheduler, self.options)
+                self.pool, self.probe_error = _dask_pool(self.settings.scheduler, self.options,
+                                                        self.settings.scheduler_timeout)
         elif self.pool is None:
             self.pool = self.pool_factory(self.jobs)
             self.probe = self.pool.submit(_probe, self.options)
