@@ -470,8 +470,13 @@ def submit_odd_files(course, student: str) -> tuple[list[str], Path]:
     shared.write_bytes(b"shared")
     os.link(shared, folder / "hardlinked.txt")  # a hardlink is a regular file: copied, as its own file
     os.mkfifo(folder / "pipe")
-    with socket.socket(socket.AF_UNIX) as server:
-        server.bind(str(folder / "socket"))
+    with socket.socket(socket.AF_UNIX) as server:  # bound by a relative name: a socket path has ~108 bytes at most
+        here = os.getcwd()
+        os.chdir(folder)
+        try:
+            server.bind("socket")
+        finally:
+            os.chdir(here)
     os.mkdir(folder / "sub")
     os.mkfifo(folder / "sub" / "pipe2")
     (folder / "bell\x07.py").write_bytes(b"x")

@@ -4,7 +4,11 @@ import io
 from grader.grading.terminal import Progress
 
 
-def test_progress_counts_jobs_and_escapes_learner_names():
+def test_progress_counts_jobs_and_escapes_learner_names(monkeypatch):
+    # tqdm takes the width of a non-terminal stream from COLUMNS and LINES when both are set (as
+    # under pytest-xdist): a fixed wide one, so that the escaped name is never cut off by the bar
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("LINES", "50")
     stream = io.StringIO()
     bar = Progress(stream=stream, mininterval=0)
     bar.start(3)

@@ -27,7 +27,8 @@ import nbformat
 import numpy as np
 import pytest
 
-from grader import catalogue, results
+from grader import catalogue
+from grader.grading import results
 from grader.compare import CheckFailed
 from grader.grading.execute import misconceptions_of, run_test_cell
 from grader.grading.nbgrader_steps import DIAGNOSIS_HEADING, SaveDiagnoses, diagnosis_lines, with_diagnosis

@@ -69,3 +69,16 @@ def test_a_lock_file_planted_as_a_link_is_not_followed(tmp_path, fresh):
     with pytest.raises(OSError):
         slots.claim_slot(folder)
     assert not target.exists()
+
+
+def test_the_slot_folder_is_the_same_for_every_run_and_not_in_tmp(monkeypatch, tmp_path):
+    import tempfile
+
+    first = slots.slot_folder()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # another run's environment
+    tempfile.tempdir = None
+    try:
+        assert slots.slot_folder() == first
+    finally:
+        tempfile.tempdir = None
+    assert not str(first).startswith(("/tmp/", "/var/tmp/")), first

@@ -20,6 +20,22 @@ _slot: int | None = None
 
 
 def slot_folder() -> Path:
+    """Where this user's slot locks live: one private folder per user, the same for every run.
+
+    As root (the only case where slots pick uids other runs could also pick), /run, which only root
+    writes; otherwise ~/.cache (an unprivileged instructor's sandboxes map to their own uid).
+    /tmp only without either. Never /tmp first: a run leaves its lock files behind (removing a
+    lock file another process may be opening races), and /tmp is everyone's.
+    """
+    if os.geteuid() == 0 and os.path.isdir("/run") and os.access("/run", os.W_OK):
+        return Path("/run/lncourse-grading-slots")
+    cache = Path.home() / ".cache"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        if os.access(cache, os.W_OK):
+            return cache / "lncourse-grading-slots"
+    except (OSError, RuntimeError):  # RuntimeError: no home directory can be found
+        pass
     return Path(tempfile.gettempdir()) / f"lncourse-grading-slots-{os.getuid()}"
 
 
