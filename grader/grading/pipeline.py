@@ -103,9 +103,11 @@ def _init_slot():
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is for the parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
     slots.claim_slot()
-    import grader.grading.execute  # noqa: F401
-    from grader import oracles
     from grader.grading.sandbox.client import default_zygote
+
+    default_zygote(wait=False)  # the zygote imports torch for the learners' code while this worker
+    import grader.grading.execute  # noqa: F401 - imports it for the checks (test cells run here)
+    from grader import oracles
 
     oracles._torch()
     default_zygote()

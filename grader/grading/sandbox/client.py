@@ -428,7 +428,8 @@ class _Repr:
 class Zygote:
     """A warm process (``grader.grading.sandbox.zygote``) that forks sandboxes on request."""
 
-    def __init__(self):
+    def __init__(self, wait: bool = True):
+        """Start the zygote; ``wait=False`` returns at once, while it imports (``wait_ready``)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -441,8 +442,16 @@ class Zygote:
         theirs.close()
         self.control = ours
         self.replies = ours.makefile("rb")
-        if not self._reply().get("ready"):
-            raise SandboxError("the sandbox zygote did not start")
+        self.ready = False
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        """Block until the zygote has imported its warm modules (its first line says so)."""
+        if not self.ready:
+            if not self._reply().get("ready"):
+                raise SandboxError("the sandbox zygote did not start")
+            self.ready = True
 
     def _reply(self) -> dict:
         line = self.replies.readline()
@@ -452,6 +461,7 @@ class Zygote:
 
     def spawn(self, config: dict, cwd: str) -> tuple[int, int, int]:
         """Fork a sandbox; returns (pid, fd to write to it, fd to read from it)."""
+        self.wait_ready()
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         request = json.dumps({"op": "fork", "config": config, "cwd": cwd}).encode()
@@ -462,11 +472,13 @@ class Zygote:
 
     def status(self, pid: int, wait: float):
         """Exit code of a finished sandbox (reaping it), or None if it is still running after ``wait`` s."""
+        self.wait_ready()
         socket.send_fds(self.control, [json.dumps({"op": "status", "pid": pid, "wait": wait}).encode()], [])
         return self._reply()["code"]
 
     def destroy(self, pid: int):
         """Kill a sandbox and all it started (control group, PID namespace), reap it; its exit code."""
+        self.wait_ready()
         socket.send_fds(self.control, [json.dumps({"op": "destroy", "pid": pid}).encode()], [])
         return self._reply()["code"]
 
@@ -484,9 +496,12 @@ class Zygote:
 _default_zygote: Zygote | None = None
 
 
-def default_zygote() -> Zygote:
-    """This process's zygote, started on first use."""
+def default_zygote(wait: bool = True) -> Zygote:
+    """This process's zygote, started on first use; ``wait=False``: do not wait for its imports yet
+    (the caller has its own to do meanwhile)."""
     global _default_zygote
     if _default_zygote is None or _default_zygote.process.poll() is not None:
-        _default_zygote = Zygote()
+        _default_zygote = Zygote(wait=False)
+    if wait:
+        _default_zygote.wait_ready()
     return _default_zygote
