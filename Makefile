@@ -1,7 +1,7 @@
 # The course's commands. Each one creates .venv first when it is missing or out of date
 # (for anyone but .venv's owner, it says so and uses .venv as it is).
 #   make lab     JupyterLab on notebooks/        make test    the whole test suite
-#   make check   the unit tier of the tests (not the slow ones), for contributors: about a minute
+#   make check   the unit tier (tests/unit, not the slow ones), for contributors: about a minute
 #   make install create .venv or bring it up to date with pyproject.toml and constraints.txt
 #   make build   regenerate release/, notebooks/, solutions/ from source/*.py
 #   make grade ASSIGNMENT=03_backward            grade submitted/*/ASSIGNMENT
@@ -14,6 +14,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ASSIGNMENT ?= 03_backward
 LAB_ARGS ?=
+# Two test processes (pytest-xdist), a file each at a time: module fixtures (a server, a graded class) run once.
+TEST_WORKERS ?= 2
 REPORT_ARGS ?=
 
 .PHONY: lab test check build grade report bench bench-grade clean install
@@ -49,10 +51,10 @@ lab: $(STAMP)
 test: $(STAMP)
 	bash tools/ensure-chromium
 	bash tools/ensure-proxy
-	$(PY) -m pytest --durations=15
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 check: $(STAMP)
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest tests/unit -m "not slow" -q
 
 build: $(STAMP)
 	$(PY) -m grader build

@@ -73,7 +73,7 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTestsFromFeedback, CSS
 # Every HTML page made from a learner's notebook is sanitised: the feedback files (which the
 # instructor opens, all of them) and the formgrader's submission view (served from the
 # instructor's Jupyter server, where a script could run code as the instructor). Both use
-# nbconvert's HTMLExporter with this configuration (tests/test_feedback_safety.py opens all of
+# nbconvert's HTMLExporter with this configuration (tests/e2e/test_feedback_safety.py opens all of
 # them in Chromium). Three parts, built from nbconvert's, mistune's and bleach's own tools:
 #
 # 1. HTMLExporter.sanitize_html: nbconvert's switch for untrusted notebooks. Its templates

@@ -1,6 +1,6 @@
 """The graded exercises of the course, as data: which notebook, which checks, two hints.
 
-One entry per graded solution cell of ``source/`` (``tests/test_hints.py`` derives the list
+One entry per graded solution cell of ``source/`` (``tests/unit/test_hints.py`` derives the list
 from there and compares). Each exercise names
 
 - ``checks``: the public checks its visible test cells call (``grader.checks.<module>``);

@@ -6,7 +6,7 @@ measures errors against exact rational arithmetic, and draws the figures.
 
 The reference is this module's own: exact integer arithmetic on the stored values, rounded
 once (``exact_variance``). It imports nothing from ``grader.checks`` (a demo does not lean
-on a check module; tests/test_checks_welford.py compares the two oracles).
+on a check module; tests/unit/test_checks_welford.py compares the two oracles).
 
 Example::
 

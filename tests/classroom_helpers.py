@@ -1,4 +1,4 @@
-"""Machinery for tests/test_classroom.py: throw-away Linux users, a JupyterHub, commands run as a user.
+"""Machinery for tests/e2e/test_classroom.py: throw-away Linux users, a JupyterHub, commands run as a user.
 
 Everything here acts on the machine as root, and only on what it created: users whose names
 start with a random prefix, processes of their uids, files under the classroom's temporary

@@ -1,4 +1,10 @@
-"""Shared fixtures: the repository root and the assignments present in source/."""
+"""Shared fixtures: the repository root and the assignments present in source/.
+
+The tiers are folders: unit/ (in-process, fast; a few tests beside them go through a real
+sandbox and are marked slow), integration/ (sandboxes, real nbgrader, builds, subprocesses) and
+e2e/ (servers, browsers, Linux users, installs, Dask). Everything under integration/ and e2e/ is
+marked slow here; `make check` runs unit/ without the slow ones, `make test` everything.
+"""
 import os
 import sys
 from pathlib import Path
@@ -42,3 +48,12 @@ def shown(monkeypatch):
     monkeypatch.setattr(learner, "_plain_hints", {})
     yield bundles
     attempts._stop_testing()
+
+
+SLOW_TIERS = {"integration", "e2e"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if Path(str(item.fspath)).parent.name in SLOW_TIERS:
+            item.add_marker(pytest.mark.slow)

@@ -1,6 +1,6 @@
 """Run an exercise's real test cells (from source/) on any implementation; read the diagnosis.
 
-This is how precision and recall of the diagnoses are measured (tests/test_misconceptions.py):
+This is how precision and recall of the diagnoses are measured (tests/integration/test_misconceptions.py):
 a function is bound to the exercise's name in a namespace built like the notebook's (its
 imports cell, every definition-only cell, every solution cell), then the exercise's test
 cells run in order, hidden tests included, until one fails. The first failure is what the

@@ -25,9 +25,11 @@ from nbgrader.converters.base import BaseConverter
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from traitlets import List, Unicode
 
-from grader.grading import results
+from grader.grading import results, schema_cache
 from grader.grading.execute import error_output
 from grader.grading.results import autograded_tests, cell_digest, file_digest, notebook_digest
+
+schema_cache.install()  # the same validation of every cell's nbgrader metadata, its schema checked once
 
 
 class ReplayResults(NbGraderPreprocessor):

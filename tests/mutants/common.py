@@ -135,7 +135,7 @@ MISTAKES = {
 }
 UNREACHABLE = {
     "common.not_a_function": "raised by check_signature, which runs in its own (ungraded) cell",
-    "common.delegation": "raised by the grading sandbox only (tests/test_delegation.py)",
+    "common.delegation": "raised by the grading sandbox only (tests/unit/test_delegation.py)",
 }
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GRADER = ROOT / "grader"
 
 # The layer of a module is its folder: grader/course/ and grader/grading/ hold the course tooling and

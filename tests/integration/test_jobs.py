@@ -24,7 +24,7 @@ from grader.grading import jobs, results
 from tests.conftest import subprocess_env
 from tests.course_helpers import gradebook_rows as _gradebook
 from tests.course_helpers import make_course, submit
-from tests.test_hostile import ASSIGNMENT, solution_sources, submission, tree_digest
+from tests.integration.test_hostile import ASSIGNMENT, solution_sources, submission, tree_digest
 
 
 # -- units: keys and acceptance, no execution ------------------------------------------------
@@ -209,7 +209,7 @@ def test_changing_a_hidden_test_reruns_that_assignment(graded):
 
 
 def _descendants(pid: int) -> set[int]:
-    from tests.test_operator_safety import descendants
+    from tests.integration.test_operator_safety import descendants
 
     return set(descendants(pid))
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from normlab.run_mode import quick_run
 
-SOURCES = sorted(Path(__file__).resolve().parents[1].glob("source/*/*.py"))
+SOURCES = sorted(Path(__file__).resolve().parents[2].glob("source/*/*.py"))
 
 
 def test_quick_run_follows_nbgrader(monkeypatch):

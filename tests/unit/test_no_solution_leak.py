@@ -5,9 +5,9 @@ every hidden-test line (comments dropped) of ``source/``. Haystacks: every file 
 ``release/``, ``grader/``, ``normlab/``, ``docs/`` and README.md (the cell sources of a
 notebook), and every string of the hint ladder (``grader.exercises``) and of the catalogue.
 ``notebooks/`` is not scanned: the self-study edition carries the solutions on purpose,
-compressed, for ``hint()``'s last step (tests/test_hints.py shows they are only there), and
+compressed, for ``hint()``'s last step (tests/unit/test_hints.py shows they are only there), and
 the hidden tests, in the "extra checks" cell after each test cell (issue 13: self-learners get
-the graded version's full feedback; tests/test_build.py shows they are only there). Those
+the graded version's full feedback; tests/integration/test_build.py shows they are only there). Those
 extra-checks cells are scanned here for solution code, which they must never hold.
 
 Some overlaps are legitimate: the exercise statements name the formula or the idiom to use,

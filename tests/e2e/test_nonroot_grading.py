@@ -23,7 +23,7 @@ import pytest
 from tests.classroom_helpers import kill_processes, namespace_setup, remove_user, user_command
 from tests.conftest import ROOT
 from tests.course_helpers import make_course, submit
-from tests.test_hostile import ASSIGNMENT, WRONG, solution_sources, submission
+from tests.integration.test_hostile import ASSIGNMENT, WRONG, solution_sources, submission
 
 pytestmark = pytest.mark.slow
 

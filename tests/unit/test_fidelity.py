@@ -305,7 +305,7 @@ LEARNERS = {f"learner_{i}": list(FEATURES)[i::4] for i in range(4)}
 @pytest.mark.slow
 def test_honest_notebooks_get_the_same_full_marks_from_plain_nbgrader_and_grader_grade(tmp_path):
     from tests.course_helpers import make_course
-    from tests.test_hostile import ASSIGNMENT, EXERCISES, grade, solution_sources, submission
+    from tests.integration.test_hostile import ASSIGNMENT, EXERCISES, grade, solution_sources, submission
 
     course = make_course(tmp_path)
     right = solution_sources()

@@ -484,7 +484,7 @@ def test_the_command_line_says_when_there_is_nothing_to_report(tmp_path):
 # ------------------------------------------------------------------ a real browser
 @pytest.mark.slow
 def test_the_report_renders_in_chromium_without_errors(synthetic):
-    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
 
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing: run tools/ensure-chromium")
@@ -522,7 +522,7 @@ def test_a_known_mistake_reaches_result_gradebook_feedback_and_report(tmp_path):
 
     from grader.checks.backward import check_layer_norm_vjp
     from tests.course_helpers import make_course, submit
-    from tests.test_hostile import ASSIGNMENT as BACKWARD, solution_sources, submission
+    from tests.integration.test_hostile import ASSIGNMENT as BACKWARD, solution_sources, submission
 
     right = solution_sources()
     body = right["layer_norm_vjp"].split('"""', 2)

@@ -75,7 +75,7 @@ def test_every_dependency_is_pinned_in_constraints_on_every_python():
 
 
 def test_the_lowest_python_allowed_is_one_the_install_test_resolves_on():
-    from tests.test_install import INTERPRETERS
+    from tests.e2e.test_install import INTERPRETERS
 
     floor = re.fullmatch(r">=\s*(\d+\.\d+)", pyproject()["project"]["requires-python"].strip())
     assert floor, "requires-python is a plain lower bound"

@@ -44,7 +44,7 @@ import pytest
 from tests.conftest import ROOT
 from tests import course_helpers
 from tests.course_helpers import splice
-from tests.test_exchange import exercise_points
+from tests.e2e.test_exchange import exercise_points
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import pytest
 from grader import catalogue
 from grader.catalogue import ID_PATTERN, all_misconceptions, for_notebook, get
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # where ids are written: the checks, the shared comparison code, the grading side
 TAGGING_SOURCES = sorted((ROOT / "grader").rglob("*.py"))
 QUOTED_ID = re.compile(r"""["']([a-z][a-z0-9]*\.[a-z][a-z0-9_]*)["']""")
@@ -50,7 +50,7 @@ def test_every_id_a_check_names_is_catalogued():
 
 
 # That every catalogued id is actually named by a check is measured on mutants:
-# tests/test_misconceptions.py::test_every_catalogued_misconception_is_named_on_some_mutant.
+# tests/integration/test_misconceptions.py::test_every_catalogued_misconception_is_named_on_some_mutant.
 
 
 def test_notebooks_partition_the_catalogue():

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, subprocess_env
 from tests.course_helpers import make_course, submit
-from tests.test_hostile import ASSIGNMENT, grade, solution_sources, submission
+from tests.integration.test_hostile import ASSIGNMENT, grade, solution_sources, submission
 
 
 def test_make_clean_removes_only_regenerable_files(tmp_path):

@@ -4,7 +4,7 @@ nbgrader finds a submission by globbing ``{step}/{student_id}/{assignment}`` and
 id back from the path, so an unescaped learner named ``*`` would have every classmate's
 submission sanitised, recorded and given feedback under their phase. nbgrader also globs the
 matched folder's path itself when it lists notebooks, so ``grader grade`` does not grade such a
-learner at all (tests/test_hostile.py: told why, exit 3); the escaping here is the second guard.
+learner at all (tests/integration/test_hostile.py: told why, exit 3); the escaping here is the second guard.
 """
 import glob
 

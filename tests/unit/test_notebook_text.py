@@ -2,7 +2,7 @@
 
 - no control characters (a backspace once ate the b of \\boldsymbol in four places);
 - every formula is balanced and uses only LaTeX commands MathJax knows (a parser-level check;
-  tests/test_browser.py renders them in JupyterLab);
+  tests/e2e/test_browser.py renders them in JupyterLab);
 - navigation: learning outcomes at the top, a "What to remember" recap, a "Next:" link to the
   following notebook, every mention of another notebook a link to it;
 - predict, then run: every ``guess_*`` is assigned in a cell before the cell that measures it.

@@ -350,8 +350,8 @@ def math_probe_notebook() -> str:
 
 def expected_formulas(markdown: str) -> int:
     """How many $...$ / $$...$$ fragments a markdown cell holds (code spans excluded), as
-    tests/test_notebook_text.py reads them."""
-    from tests.test_notebook_text import FORMULA
+    tests/unit/test_notebook_text.py reads them."""
+    from tests.unit.test_notebook_text import FORMULA
 
     return len(FORMULA.findall(re.sub(r"`[^`\n]*`", "", markdown)))
 

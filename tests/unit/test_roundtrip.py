@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import ASSIGNMENTS
+from tests.conftest import ASSIGNMENTS
 from grader.course.build import script_to_notebook
 
 jupytext = pytest.importorskip("jupytext")

@@ -1,0 +1,69 @@
+"""grader.grading.schema_cache: nbgrader's metadata validation, the schema checked once, same verdicts."""
+import copy
+
+import jsonschema
+import nbformat
+import pytest
+from nbgrader.nbgraderformat import MetadataValidator
+from nbgrader.nbgraderformat import common
+
+from grader.grading import schema_cache
+from tests.conftest import ASSIGNMENTS, ROOT
+
+WRONG_VALUES = [None, "x", 1.5, -1, [], {}, True]
+
+
+def metadata_cases() -> list[dict]:
+    """Every nbgrader metadata of the source notebooks, and each with one key dropped or mistyped."""
+    cases = []
+    for assignment in ASSIGNMENTS:
+        nb = nbformat.read(ROOT / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader")
+            if not meta:
+                continue
+            cases.append(dict(meta))
+            for key in meta:
+                dropped = {k: v for k, v in meta.items() if k != key}
+                cases.append(dropped)
+                for value in WRONG_VALUES:
+                    cases.append({**copy.deepcopy(meta), key: value})
+    return cases
+
+
+def verdict(validate, instance, schema):
+    try:
+        validate(instance, schema)
+    except jsonschema.ValidationError as error:
+        return error.message, list(error.path), list(error.schema_path)
+    return None
+
+
+def test_same_verdict_and_error_as_jsonschema_for_every_case():
+    schema = MetadataValidator().schema
+    cases = metadata_cases()
+    assert len(cases) > 500
+    invalid = 0
+    for case in cases:
+        expected = verdict(jsonschema.validate, case, schema)
+        assert verdict(schema_cache.validate, case, schema) == expected, case
+        invalid += expected is not None
+    assert invalid > 100  # the mutations reach the schema's errors, not only valid metadata
+
+
+def test_a_broken_schema_is_still_refused():
+    with pytest.raises(jsonschema.SchemaError):
+        schema_cache.validate({}, {"type": "no-such-type"})
+
+
+def test_install_points_nbgrader_at_it_once(monkeypatch):
+    monkeypatch.setattr(common, "jsonschema", jsonschema)
+    schema_cache.install()
+    schema_cache.install()
+    assert common.jsonschema.validate is schema_cache.validate
+    assert common.jsonschema.ValidationError is jsonschema.ValidationError
+    cell = nbformat.v4.new_code_cell("x = 1")
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": "two",
+                                 "grade_id": "t", "schema_version": 3}
+    with pytest.raises(jsonschema.ValidationError, match="not of type"):
+        MetadataValidator().validate_cell(cell)
