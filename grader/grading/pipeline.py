@@ -286,11 +286,15 @@ class Phases:
     mirror: Callable
 
 
-def nbgrader_phases() -> Phases:
-    """The real steps; nbgrader is imported only here, when a run starts."""
-    from grader.grading.nbgrader_steps import run_phase
+def _nbgrader_run_phase(*args, **kwargs):
+    from grader.grading.nbgrader_steps import run_phase  # nbgrader's import (about a second) at its first use
 
-    return Phases(run_phase=run_phase, mirror=mirror_submission)
+    return run_phase(*args, **kwargs)
+
+
+def nbgrader_phases() -> Phases:
+    """The real steps."""
+    return Phases(run_phase=_nbgrader_run_phase, mirror=mirror_submission)
 
 
 class GradingRun:
@@ -585,6 +589,8 @@ class GradingRun:
         self.total = len(students) * len(self.notebooks)
         self.progress.start(self.total)
         self.write_messages()
+        if students and any(not (self.root / "autograded" / s / self.assignment).is_dir() for s in students):
+            self._execution_pool()  # a learner never graded will execute: warm the sandboxes while nbgrader loads
         for student in students:
             self.sanitise(student)
             if not self.check_probe(block=False):
