@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Callable
 
 from grader.course.build import course_root, tool_environment
+from grader.grading import slots
 from grader.grading.config import GradeConfig, grade_config
 from grader.grading.intake import expected_notebooks, mirror_submission
 from grader.grading.jobs import Job, ResultCache, accept, grader_version, run_job
-from grader.grading import slots
 from grader.grading.terminal import Progress, printable
 
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per parallel slot when grading as root
