@@ -92,7 +92,9 @@ def test_the_pool_runs_jobs_on_every_worker_and_each_reports_its_sandbox(cluster
         futures = [pool.submit(os.getpid) for _ in range(6)]
         assert len({f.result(timeout=120) for f in futures}) == 2  # both worker processes took jobs
         reports = pool.reports({"mode": "auto"})
-        assert sorted(r["slot"] for r in reports.values()) == [0, 1]
+        worker_slots = [r["slot"] for r in reports.values()]
+        # two slots of their own; which numbers depends on what else on the machine grades now
+        assert len(set(worker_slots)) == 2 and all(isinstance(s, int) and s >= 0 for s in worker_slots), reports
         assert all(r["problem"] is None and r["isolation"] in ("user", "userns") for r in reports.values()), reports
     finally:
         pool.shutdown()

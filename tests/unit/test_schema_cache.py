@@ -14,10 +14,11 @@ WRONG_VALUES = [None, "x", -1, []]
 
 
 def metadata_cases() -> list[dict]:
-    """Every nbgrader metadata of the source notebooks, and each with one key dropped or mistyped."""
+    """Every nbgrader metadata of the release notebooks (committed: a fresh clone has no built source
+    notebooks), and each with one key dropped or mistyped."""
     cases = []
     for assignment in ASSIGNMENTS:
-        nb = nbformat.read(ROOT / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+        nb = nbformat.read(ROOT / "release" / assignment / f"{assignment}.ipynb", as_version=4)
         for cell in nb.cells:
             meta = cell.metadata.get("nbgrader")
             if not meta:
