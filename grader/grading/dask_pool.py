@@ -26,7 +26,7 @@ _job_lock = threading.Lock()
 def _setup_worker() -> int:
     """On a worker: claim a slot (its sandbox uid) and warm the executor, once per worker process."""
     with _job_lock:
-        if slots._slot is None:
+        if slots.held() is None:
             skip_iri_grammars()  # before the executor's first import of nbformat
             slots.claim_slot()
             import grader.grading.execute  # noqa: F401 - imported once, before the first job
@@ -35,7 +35,7 @@ def _setup_worker() -> int:
 
             oracles._torch()
             default_zygote()
-    return slots._slot
+    return slots.held()
 
 
 def run_serialised(function, *args):

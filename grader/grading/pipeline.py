@@ -149,7 +149,7 @@ def _kill(pool: ProcessPoolExecutor | None) -> None:
 
 
 def _sandbox_uid() -> int:
-    return SANDBOX_UID_BASE + (slots._slot or 0)  # one uid per slot held on this machine
+    return SANDBOX_UID_BASE + (slots.held() or 0)  # one uid per slot held on this machine
 
 
 @dataclass(frozen=True)

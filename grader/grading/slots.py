@@ -48,6 +48,11 @@ def _private_folder(folder: Path) -> None:
                            f"(owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):o}): remove it and run again")
 
 
+def held() -> int | None:
+    """The slot this process holds, or None before ``claim_slot``."""
+    return _slot
+
+
 def claim_slot(folder: Path | None = None) -> int:
     """This process's slot: the lowest number no other live process on this machine holds.
 
