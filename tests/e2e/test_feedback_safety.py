@@ -287,30 +287,35 @@ INSPECT = """() => {
 def open_page(browser, path):
     """Open one feedback page; returns what the page did and what its DOM holds."""
     context = browser.new_context(java_script_enabled=True, offline=True)
-    page = context.new_page()
     events = {"console": [], "dialogs": [], "popups": []}
-    page.on("console", lambda message: events["console"].append(message.text))
-    page.on("dialog", lambda dialog: (events["dialogs"].append(dialog.message), dialog.dismiss()))
+
+    def watched_page():
+        opened = context.new_page()
+        opened.on("console", lambda message: events["console"].append(message.text))
+        opened.on("dialog", lambda dialog: (events["dialogs"].append(dialog.message), dialog.dismiss()))
+        opened.on("popup", lambda popup: events["popups"].append(popup.url))
+        return opened
+
+    page = watched_page()
     navigations = []
     page.on("framenavigated", lambda frame: frame == page.main_frame and navigations.append(frame.url))
-    page.on("popup", lambda popup: events["popups"].append(popup.url))
     url = path.as_uri()
     page.goto(url, wait_until="load")
     page.wait_for_timeout(1000)  # timers, refreshes, autofocus, late image errors
     state = page.evaluate(INSPECT)
     events["navigations"] = list(navigations)  # on its own, before anything is clicked
     # A learner's link the instructor might click: none may run anything (following one is fine).
-    # Each click starts from a freshly loaded page: a navigation the click started may still be
-    # in flight 100 ms later on a busy machine, so "did the URL change?" cannot decide a reload.
-    links = page.locator("#notebook a[href]")
-    for index in range(links.count()):
-        page.goto(url, wait_until="load")
-        link = links.nth(index)
+    # Each click happens in a page of its own, closed afterwards: a navigation a click started may
+    # still be in flight on a busy machine, and would interrupt the next load of a shared page.
+    for index in range(page.locator("#notebook a[href]").count()):
+        clicked = watched_page()
+        clicked.goto(url, wait_until="load")
+        link = clicked.locator("#notebook a[href]").nth(index)
         href = link.get_attribute("href") or ""
-        if href.startswith("#") or not link.is_visible():
-            continue
-        link.click(modifiers=[], no_wait_after=True, timeout=2000)
-        page.wait_for_timeout(100)
+        if not href.startswith("#") and link.is_visible():
+            link.click(modifiers=[], no_wait_after=True, timeout=2000)
+            clicked.wait_for_timeout(100)
+        clicked.close()
     page.goto(url, wait_until="load")
     honest = {
         "markdown": page.get_by_text("HONEST-MARKDOWN").first.is_visible(),
