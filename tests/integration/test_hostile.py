@@ -1068,5 +1068,16 @@ def test_regrading_is_idempotent(hostile_class):
     course, first, messages, before = (hostile_class.course, hostile_class.scores, hostile_class.messages,
                                        hostile_class.before)
     second, again, _ = grade(course, unrecordable=2)
-    assert second == first and again == messages
+    assert second == first
+    assert limits_as_one(again) == limits_as_one(messages)
+
+
+_STOPPED_BY_A_LIMIT = re.compile(r"time limit exceeded: [^(]*|the notebook's process died from SIGKILL \(killed: [^)]*\) ")
+
+
+def limits_as_one(messages):
+    """Messages with every "stopped by a resource limit" reason written the same way: a notebook that fills memory
+    as slowly as a busy machine lets it may meet the time limit before the memory limit on one run and not the next;
+    both stop it with zero, and no other word of the message may differ."""
+    return {name: [_STOPPED_BY_A_LIMIT.sub("<stopped by a limit> ", m) for m in texts] for name, texts in messages.items()}
     assert {folder: tree_digest(course / folder) for folder in ("submitted", "source")} == before
