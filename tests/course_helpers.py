@@ -1,4 +1,4 @@
-"""Helpers several test modules share: a course copy, solutions typed into a notebook, a local
+"""Helpers several test modules share: a headless browser, a course copy, solutions typed into a notebook, a local
 Jupyter server (its environment, its port, waiting for it and stopping it).
 
 Not a test module (no ``test_`` prefix): importing it runs nothing and collects nothing.
@@ -23,6 +23,30 @@ from tests.conftest import ROOT
 COURSE_FILES = ["nbgrader_config.py", "pyproject.toml"]
 # Generated notebooks and byte code are never copied: a copy is built from the percent scripts.
 SOURCE_IGNORE = shutil.ignore_patterns("*.ipynb", "__pycache__")
+
+
+# -- a headless browser ------------------------------------------------------------------------------------
+CHROMIUM = "/usr/bin/chromium"  # Debian's chromium (tools/ensure-chromium installs it): playwright drives it
+# No sandbox (root in containers), no GPU, and nothing that reaches the network by itself.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+def require_chromium() -> str:
+    """CHROMIUM's path; a test without it is skipped, or fails under CI (which must run every browser test)."""
+    if not os.path.exists(CHROMIUM):
+        import pytest
+
+        message = f"{CHROMIUM} is missing: run tools/ensure-chromium (as root it installs Debian's chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return CHROMIUM
+
+
+def launch_chromium(playwright):
+    """A headless chromium (``require_chromium`` first) from a ``sync_playwright()`` context."""
+    return playwright.chromium.launch(executable_path=require_chromium(), args=CHROMIUM_ARGS, headless=True)
 
 
 # -- a course copy -----------------------------------------------------------------------------------------

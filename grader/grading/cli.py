@@ -20,7 +20,9 @@ def main(argv: list[str] | None = None) -> int:
                               help="course root, e.g. a copy in a private home (default: this repository)")
 
     grade_parser = commands.add_parser("grade", help="autograde submitted/*/ASSIGNMENT and export scores")
-    grade_parser.add_argument("assignment", nargs="?", help="assignment id, e.g. 03_backward")
+    grade_parser.add_argument("assignment", nargs="*",
+                              help="assignment id, e.g. 03_backward; several are graded one after another by the "
+                                   "same warm workers (one start-up cost, one CSV)")
     grade_parser.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
     grade_parser.add_argument("--csv", type=Path, default=None, help="where to write the scores (default: build/grades.csv)")
     # Every option is a GradeConfig trait (grader/grading/config.py): default < nbgrader_config.py < command line.
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.assignment:
             grade_parser.error("the following arguments are required: assignment")
-        return grade(args.assignment, root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
+        return grade(args.assignment if len(args.assignment) > 1 else args.assignment[0], root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
                      notebook_seconds=args.notebook_timeout, argv=extra, isolation=args.isolation,
                      cache_dir=args.cache_dir, use_cache=args.use_cache,
                      scheduler=args.scheduler)

@@ -149,7 +149,9 @@ def _kill(pool: ProcessPoolExecutor | None) -> None:
 
 
 def _sandbox_uid() -> int:
-    return SANDBOX_UID_BASE + (slots.held() or 0)  # one uid per slot held on this machine
+    """This process's sandbox uid: one per slot held on this machine. A process that runs a sandbox without
+    having claimed a slot (a pool's initializer claims one) claims one now, rather than share another run's."""
+    return SANDBOX_UID_BASE + slots.claim_slot()  # claimed once per process; later calls return the same slot
 
 
 @dataclass(frozen=True)
@@ -305,6 +307,9 @@ class GradingRun:
     Nothing a learner submits can make a method here raise: every failure becomes a message
     for that learner and zero for what was not graded.
 
+    ``after``: the finished run of another assignment of the same course and settings, whose pools (and
+    checked sandbox) this run takes over; it must not be used again.
+
     Seams (defaults: the real ones): ``pool_factory(jobs)`` and ``feedback_pool_factory(jobs)``
     return a fresh pool (anything with ``submit(fn, *args) -> Future`` and ``shutdown``), called
     at the first job or feedback and again after a ``BrokenProcessPool``; ``phases`` (``Phases``)
@@ -313,7 +318,7 @@ class GradingRun:
 
     def __init__(self, root: Path, assignment: str, settings: GradeConfig, config=None, *,
                  pool_factory: Callable | None = None, feedback_pool_factory: Callable | None = None,
-                 phases: Phases | None = None):
+                 phases: Phases | None = None, after: "GradingRun | None" = None):
         self.root, self.assignment, self.settings = root, assignment, settings
         self.jobs = settings.worker_count()
         self.work = root / "build" / "grading" / assignment
@@ -346,6 +351,10 @@ class GradingRun:
         self.feedback_pool: ProcessPoolExecutor | None = None
         self.probe = None
         self.probe_error: str | None = None
+        if after is not None:  # the run of the assignment graded before, by this process: keep its warm pools
+            self.pool, self.feedback_pool, self.probe, self.probe_error = (after.pool, after.feedback_pool,
+                                                                            after.probe, after.probe_error)
+            self.pool_factory, self.feedback_pool_factory = after.pool_factory, after.feedback_pool_factory
 
     # -- the pools -------------------------------------------------------------------
     def _execution_pool(self):
@@ -637,19 +646,39 @@ def exposure_warning(root: Path) -> str | None:
             "gradebook. `chmod 700` it (docs/instructors.md).")
 
 
-def grade(assignment: str, root: Path | None = None, csv_path: Path | None = None, jobs: int | None = None,
-          cell_seconds: float | None = None, notebook_seconds: float | None = None, argv: list[str] = (),
-          **settings) -> int:
-    """Grade every submission of ``assignment``; returns an exit code (0 even if submissions fail).
+def _class_of(root: Path, assignment: str) -> list[str] | None:
+    """The learners who submitted ``assignment`` (its source and release built if missing), or None if nobody did."""
+    students = sorted(p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir())
+    if not students:
+        print(f"no submissions found under {root / 'submitted'}/*/{assignment}", file=sys.stderr)
+        return None
+    if not (root / "source" / assignment / f"{assignment}.ipynb").exists() or not (root / "release" / assignment).exists():
+        from grader.course.build import build
+
+        build(root, [assignment])
+    work = root / "build" / "grading" / assignment
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "sandboxes").mkdir(parents=True)
+    os.chmod(work / "sandboxes", 0o711)  # sandbox uids reach their own folder, list nothing
+    return students
+
+
+def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path | None = None,
+          jobs: int | None = None, cell_seconds: float | None = None, notebook_seconds: float | None = None,
+          argv: list[str] = (), **settings) -> int:
+    """Grade every submission of ``assignment`` (an id, or several graded one after another by the same warm
+    workers); returns an exit code (0 even if submissions fail).
 
     Settings (``grader.grading.config.GradeConfig``): its defaults, then the course's nbgrader_config.py,
     then ``argv`` (``--GradeConfig.x=...``), then the keywords given (``jobs``, ``cell_seconds``,
     ``notebook_seconds`` and any other trait by name; None means not given).
 
-    Exit code 2: no sandbox could start (nothing executed, nobody scored); 3: the grader itself
-    failed to write some learners' grade or feedback (named on stderr); 130: interrupted
-    (the gradebook holds every learner recorded so far; running again completes the class).
+    Exit code 1: an assignment had no submissions (the others are graded); 2: no sandbox could start
+    (nothing executed, nobody scored); 3: the grader itself failed to write some learners' grade or
+    feedback (named on stderr); 130: interrupted (the gradebook holds every learner recorded so far;
+    running again completes the class).
     """
+    assignments = [assignment] if isinstance(assignment, str) else list(dict.fromkeys(assignment))
     # nbgrader's own add_submission trips this SQLAlchemy warning on every new learner; it is noise.
     warnings.filterwarnings("ignore", message="Object of type <Submitted")
     root = Path(root or course_root()).resolve()
@@ -661,29 +690,28 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     exposure = exposure_warning(root)
     if exposure:
         print(exposure, file=sys.stderr)
-    students = sorted(p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir())
-    if not students:
-        print(f"no submissions found under {root / 'submitted'}/*/{assignment}", file=sys.stderr)
+    classes = {a: _class_of(root, a) for a in assignments}
+    if not any(classes.values()):
         return 1
-    if not (root / "source" / assignment / f"{assignment}.ipynb").exists() or not (root / "release" / assignment).exists():
-        from grader.course.build import build
-
-        build(root, [assignment])
-    work = root / "build" / "grading" / assignment
-    shutil.rmtree(work, ignore_errors=True)
-    (work / "sandboxes").mkdir(parents=True)
-    os.chmod(work / "sandboxes", 0o711)  # sandbox uids reach their own folder, list nothing
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     def interrupt(signum, frame):
         raise Interrupted(signal.Signals(signum).name)
 
-    run = None
+    run, runs, problem = None, [], None
     try:
         for sig in previous:
             signal.signal(sig, interrupt)
-        run = GradingRun(root, assignment, options, config)
-        problem = run.run(students)
+        for name, students in classes.items():
+            if not students:
+                continue
+            # the next assignment keeps the warm workers (and their checked sandbox) of the one before
+            run = GradingRun(root, name, options, config, after=run)
+            runs.append(run)
+            problem = run.run(students)
+            run.timings["total"] = time.monotonic() - run.started  # this assignment's part, before the CSV export
+            if problem:
+                break
     except Interrupted as signal_name:
         if run is not None:
             run.kill_pool()
@@ -699,9 +727,16 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
             signal.signal(sig, handler)
     if problem:
         run.kill_pool()
+        with_students = [a for a, students in classes.items() if students]
+        left, done = with_students[len(runs) - 1:], with_students[:len(runs) - 1]
+        graded = f" ({', '.join(done)} graded before it)" if done else ""
         print(f"grading stopped before any notebook ran: no sandbox could start ({printable(problem, 500)}).\n"
-              "Nothing was scored. Check GradeConfig.isolation (--isolation, LNCOURSE_ISOLATION) and the "
-              "isolation levels in docs/instructors.md.", file=sys.stderr)
+              f"Nothing was scored of {', '.join(left)}{graded}. Check GradeConfig.isolation (--isolation, "
+              "LNCOURSE_ISOLATION) and the isolation levels in docs/instructors.md.", file=sys.stderr)
+        if done:  # their grades are in the gradebook: the CSV holds them too
+            from nbgrader.apps import ExportApp
+
+            nbgrader_app(root, ExportApp, [f"--to={csv_path}"])
         return 2
     run.shutdown()
     from nbgrader.apps import ExportApp
@@ -710,23 +745,32 @@ def grade(assignment: str, root: Path | None = None, csv_path: Path | None = Non
     if problem:
         print(problem, file=sys.stderr)
         return 1
-    run.timings["total"] = time.monotonic() - run.started
+    unfinished = False
+    for run in runs:
+        report_run(run, csv_path)
+        unfinished = unfinished or bool(run.unfinished)
+    if unfinished:
+        return 3
+    return 0 if all(classes.values()) else 1
+
+
+def report_run(run: GradingRun, csv_path: Path) -> None:
+    """What one assignment's run did (isolation, jobs, timings), its scores, and who it could not finish."""
     mode = (run.isolation or {}).get("mode", "unknown")
     per_notebook = sorted(run.seconds.values())
     median = per_notebook[len(per_notebook) // 2] if per_notebook else 0.0
-    print(f"isolation: {mode}; {len(run.executed)} notebooks executed, {len(run.reused)} from cache, with {run.jobs} "
-          f"jobs; median {median:.1f}s per notebook; "
+    print(f"isolation: {mode}; {run.assignment}: {len(run.executed)} notebooks executed, {len(run.reused)} from "
+          f"cache, with {run.jobs} jobs; median {median:.1f}s per notebook; "
           + ", ".join(f"{name} {value:.1f}s" for name, value in run.timings.items()))
     for line in run.refused[:20]:
         print(f"refused a result and ran the job again: {printable(line, 300)}", file=sys.stderr)
     run.write_summary()
-    print_scores(csv_path, assignment, run.messages)
+    print_scores(csv_path, run.assignment, run.messages)
     if run.unfinished:
         names = ", ".join(printable(s, 60) for s in sorted(run.unfinished)[:20])
-        print(f"the grader could not finish {len(run.unfinished)} learner(s) ({names}): no grade or no feedback was "
-              "written for them; see their notes above, fix the cause and run the same command again.", file=sys.stderr)
-        return 3
-    return 0
+        print(f"the grader could not finish {len(run.unfinished)} learner(s) of {run.assignment} ({names}): no grade "
+              "or no feedback was written for them; see their notes above, fix the cause and run the same command "
+              "again.", file=sys.stderr)
 
 
 def print_scores(csv_path: Path, assignment: str, messages: dict[str, list[str]]) -> None:

@@ -51,3 +51,16 @@ def test_small_benchmark_reports_times_ratio_and_scores():
     assert "honest submissions with identical scores: 3/3" in out
     plain, ours = map(int, re.search(r"hostile submissions: plain nbgrader (\d+), grader grade (\d+)", out).groups())
     assert plain > 0 and ours == 0, out
+
+
+@pytest.mark.parametrize("scaling", [False, True])
+def test_the_table_has_one_line_per_assignment(capsys, scaling):
+    from grader.grading.bench import print_table
+
+    rows = [("01_bn_vs_ln", 40.0, 10.0, 0.5, 4.0, 2.0, 17.0 if scaling else None),
+            ("06_welford", 30.0, 12.0, 0.6, 4.5, 2.5, 20.0 if scaling else None)]
+    print_table(rows, learners=8)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and [line.split()[0] for line in lines[1:]] == ["01_bn_vs_ln", "06_welford"]
+    assert lines[1].split()[3] == "4.00x" and lines[2].split()[3] == "2.50x"
+    assert ("jobs-1" in lines[0] and lines[1].split()[-1] == "1.70x") if scaling else "jobs-1" not in lines[0]

@@ -21,13 +21,10 @@ import uuid
 import pytest
 
 from tests.conftest import ASSIGNMENTS, ROOT, subprocess_env
-from tests.course_helpers import free_port, jupyter_folders, stop, wait_for_server
+from tests.course_helpers import free_port, jupyter_folders, launch_chromium, require_chromium, stop, wait_for_server
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 TIMINGS = ROOT / "test-artifacts" / "browser-timings.json"
 VIEWPORT = {"width": 1440, "height": 900}
@@ -52,12 +49,7 @@ STDERR_OUTPUTS = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.
 
 @pytest.fixture(scope="module")
 def chromium_path():
-    if not os.path.exists(CHROMIUM):
-        message = f"{CHROMIUM} is missing: run tools/ensure-chromium (as root it installs Debian's chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return CHROMIUM
+    return require_chromium()
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +102,7 @@ def browser(chromium_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS, headless=True)
+        chromium = launch_chromium(p)
         context = chromium.new_context(viewport=VIEWPORT, device_scale_factor=1)
         context.set_default_timeout(30_000)
         try:

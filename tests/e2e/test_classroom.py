@@ -43,7 +43,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests import course_helpers
-from tests.course_helpers import splice
+from tests.course_helpers import CHROMIUM, launch_chromium, splice
 from tests.e2e.test_exchange import exercise_points
 
 pytestmark = pytest.mark.slow
@@ -52,9 +52,6 @@ ASSIGNMENT = "03_backward"
 COURSE_ID = "layernorm-rmsnorm"  # c.CourseDirectory.course_id in nbgrader_config.py
 STUDENTS = {"s1": "full", "s2": "half", "s3": "nothing"}  # in the browser
 HOSTILE = "s4"  # on the command line
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
 VIEWPORT = {"width": 1440, "height": 900}
 SCREENSHOTS = ROOT / "test-artifacts" / "classroom"
 PROBE_MARK = "CLASSROOM-PROBE "
@@ -407,7 +404,7 @@ def classroom():
             return done
 
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            browser = launch_chromium(playwright)
             pages = {}
             try:
                 contexts = {role: browser.new_context(viewport=VIEWPORT, device_scale_factor=1)

@@ -4,8 +4,8 @@ An instructor (a temporary copy of the course) and three students (alice submits
 solution, bob only the first exercise, carol the notebook as she fetched it) each get their
 own HOME and working folder; they share one temporary exchange, configured the way a real
 deployment does it, in each user's ~/.jupyter/nbgrader_config.py. The instructor follows
-the README: `make build`, `nbgrader release_assignment`, `nbgrader collect`, `make grade`
-(python -m grader grade), `nbgrader release_feedback`; students run `nbgrader
+the README: `make build`, `nbgrader release_assignment`, `nbgrader collect`, `python -m grader
+grade` (every assignment in one command), `nbgrader release_feedback`; students run `nbgrader
 fetch_assignment`, `submit` and `fetch_feedback`. nbgrader commands run as its `nbgrader`
 script does, several per process (one process per user and phase), because importing
 nbgrader costs seconds and the cycle has dozens of steps.
@@ -167,13 +167,14 @@ def cycle(tmp_path_factory):
             spliced[(student, a)] = splice(fetched, ROOT / "solutions" / f"{a}.ipynb", SOLVED_EXERCISES[kind])
 
     out["submit"] = run_students(users, lambda s: [["submit", a, f"--student={s}"] for a in ASSIGNMENTS])
-    # The README's instructor workflow: collect, `make grade` (python -m grader grade: nbgrader's
-    # autograde and feedback around sandboxed execution, then nbgrader's CSV export), release.
+    # The README's instructor workflow: collect, `python -m grader grade` (nbgrader's autograde and
+    # feedback around sandboxed execution, then nbgrader's CSV export), release. All six assignments
+    # in one command: the same warm workers grade one after another.
     # Every user here is root, so nbgrader's check that a submission's owner matches its
     # student id cannot hold; it only logs a warning, which is switched off.
     csv_path = course / "build" / "grades.csv"
     steps = ([["collect", a, "--ExchangeCollect.check_owner=False"] for a in ASSIGNMENTS]
-             + [["grader", "grade", a, "--root", str(course)] for a in ASSIGNMENTS]
+             + [["grader", "grade", *ASSIGNMENTS, "--root", str(course)]]  # every assignment, one warm pool
              + [["release_feedback", a] for a in ASSIGNMENTS])
     out["grade"] = run_as("instructor", steps, course, users["instructor"]["home"])
     out["fetch_feedback"] = run_students(

@@ -16,7 +16,6 @@ The configuration under test is nbgrader_config.py (HTMLExporter section).
 """
 import base64
 import io
-import os
 import subprocess
 import sys
 
@@ -24,16 +23,13 @@ import nbformat
 import pytest
 
 from tests.conftest import subprocess_env
-from tests.course_helpers import make_course, submit
+from tests.course_helpers import launch_chromium, make_course, require_chromium, submit
 
 # Outputs whose every type was removed leave nbconvert nothing to show, and it says so.
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Your element with mimetype")]
 
 ASSIGNMENT = "06_welford"  # no torch: the cheapest assignment to grade
 STUDENT = "mallory"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
 HONEST_MARKDOWN = "HONEST-MARKDOWN my derivation: the mean is $\\mu = \\frac{1}{n}\\sum_i x_i$ and $a < b$ holds."
 HONEST_PRINT = "HONEST-PRINT the loop ran"
 RED, RESET = "\x1b[31m", "\x1b[0m"
@@ -239,15 +235,11 @@ def html_pages(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    if not os.path.exists(CHROMIUM):
-        message = f"{CHROMIUM} is missing: run tools/ensure-chromium (as root it installs Debian's chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        chromium = launch_chromium(p)
         yield chromium
         chromium.close()
 

@@ -320,3 +320,72 @@ def test_a_learner_id_with_a_glob_character_is_not_graded_and_told_why(course):
     assert len(message) == 1 and "contains *, ? or [" in message[0] and "not graded" in message[0]
     assert run.unfinished == {"a*b"}
     assert harness.nbgrader.recorded == {"ada": [list(NOTEBOOKS)]}
+
+
+def test_a_second_assignment_keeps_the_first_ones_warm_pools_and_checked_sandbox(course):
+    """``grader grade A B``: B's run takes over A's pools; no second pool, no second probe."""
+    for name in NOTEBOOKS:
+        path = course / "source" / "B" / f"{name}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(_source_notebook(name), path)
+    (course / "build" / "grading" / "B").mkdir(parents=True)
+    harness = Harness(course)
+    probes = []
+    answer = harness.workers.answer
+    harness.workers.answer = lambda fn, args: (probes.append(1) if fn is pipeline._probe else None) or answer(fn, args)
+    settings = GradeConfig(jobs=2, grader_version="test-grading-run", isolation="auto")
+    first = pipeline.GradingRun(course, ASSIGNMENT, settings, config={}, pool_factory=harness.workers.pool,
+                                feedback_pool_factory=harness.workers.feedback_pool, phases=harness.nbgrader.phases())
+    assert first.run(["ada"]) is None
+    second = pipeline.GradingRun(course, "B", settings, config={}, phases=harness.nbgrader.phases(), after=first)
+    assert second.run(["ada", "bob"]) is None
+    assert len(harness.workers.pools) == 1 and len(harness.workers.feedback_pools) == 1 and probes == [1]
+    assert sorted(second.executed) == [(s, nb) for s in ("ada", "bob") for nb in NOTEBOOKS]
+    assert all((course / "build" / "grading" / "B" / "results" / s / f"{nb}.json").is_file()
+               for s in ("ada", "bob") for nb in NOTEBOOKS)
+    assert [e for e in harness.events if e[0] == "record"] == [("record", "ada")] * 2 + [("record", "bob")]
+
+
+def test_a_second_assignment_after_a_failed_probe_executes_nothing(course):
+    harness = Harness(course, probe=pipeline.ProbeResult("no user namespaces"))
+    first, problem = harness.grade(["ada"])
+    assert problem == "no user namespaces"
+    (course / "build" / "grading" / "B").mkdir(parents=True)
+    for name in NOTEBOOKS:
+        path = course / "source" / "B" / f"{name}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(_source_notebook(name), path)
+    second = pipeline.GradingRun(course, "B", first.settings, config={}, phases=harness.nbgrader.phases(), after=first)
+    assert second.run(["ada"]) == "no user namespaces" and harness.workers.executions == []
+
+
+def test_grade_runs_each_assignment_after_the_one_before_and_names_one_nobody_submitted(course, monkeypatch, capsys):
+    """grade([A, C, B]): C has no submissions (named, skipped, exit 1); B's run is made after A's; one export."""
+    for assignment in ("A", "B", "C"):
+        (course / "source" / assignment).mkdir(parents=True, exist_ok=True)
+        (course / "source" / assignment / f"{assignment}.ipynb").write_text("{}")
+        (course / "release" / assignment).mkdir(parents=True)
+    for assignment in ("A", "B"):
+        (course / "submitted" / "ada" / assignment).mkdir(parents=True)
+    (course / "nbgrader_config.py").write_text("c = get_config()\n")
+    made, exported = [], []
+
+    class Run:
+        def __init__(self, root, assignment, settings, config, after=None):
+            self.assignment, self.after, self.unfinished = assignment, after, set()
+            self.started, self.timings = 0.0, {}
+            made.append(self)
+
+        def run(self, students):
+            return None
+
+        def shutdown(self):
+            pass
+
+    monkeypatch.setattr(pipeline, "GradingRun", Run)
+    monkeypatch.setattr(pipeline, "nbgrader_app", lambda root, app, argv: exported.append(argv))
+    monkeypatch.setattr(pipeline, "report_run", lambda run, csv_path: None)
+    assert pipeline.grade(["A", "C", "B"], root=course) == 1
+    assert [r.assignment for r in made] == ["A", "B"] and made[0].after is None and made[1].after is made[0]
+    assert len(exported) == 1 and "no submissions found" in capsys.readouterr().err
+    assert pipeline.grade(["A", "B"], root=course) == 0

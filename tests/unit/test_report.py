@@ -484,16 +484,15 @@ def test_the_command_line_says_when_there_is_nothing_to_report(tmp_path):
 # ------------------------------------------------------------------ a real browser
 @pytest.mark.slow
 def test_the_report_renders_in_chromium_without_errors(synthetic):
-    from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.course_helpers import launch_chromium, require_chromium
 
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing: run tools/ensure-chromium")
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     page_path = Path(synthetic["report"]["files"]["html"])
     events = {"console": [], "errors": [], "requests": []}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = launch_chromium(p)
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 1500})
             page.on("console", lambda m: events["console"].append(f"{m.type}: {m.text}"))
