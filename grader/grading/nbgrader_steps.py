@@ -25,11 +25,12 @@ from nbgrader.converters.base import BaseConverter
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from traitlets import List, Unicode
 
-from grader.grading import results, schema_cache
+from grader.grading import gradebook_engines, results, schema_cache
 from grader.grading.execute import error_output
 from grader.grading.results import autograded_tests, cell_digest, file_digest, notebook_digest
 
 schema_cache.install()  # the same validation of every cell's nbgrader metadata, its schema checked once
+gradebook_engines.install()  # one gradebook engine per process: its compiled SQL is kept between steps
 
 
 class ReplayResults(NbGraderPreprocessor):
