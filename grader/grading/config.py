@@ -41,9 +41,9 @@ class GradeConfig(Configurable):
                              "job. A name (a release tag) pins it: cached results then survive code changes, which "
                              "is right only if those changes cannot change a verdict.").tag(config=True)
     scheduler = Unicode("", help="Where jobs execute: '' for the local warm pool, or a Dask scheduler's address "
-                        "(tcp://HOST:PORT): jobs then run on its workers, which need this project installed, the "
-                        "course directory at the same path (a shared filesystem) and root or user namespaces for "
-                        "the sandbox. Only this process writes the cache, gradebook and feedback."
+                        "(tcp://HOST:PORT): jobs then run on its workers, which need this project installed and root or "
+                        "user namespaces for the sandbox (each job travels with its files: no shared filesystem). "
+                        "Only this process writes the cache, gradebook and feedback."
                         ).tag(config=True)
     scheduler_timeout = Float(20.0, help="Seconds to wait for the Dask scheduler to answer, and again for its "
                               "first worker, before grading stops with nothing scored (exit 2).").tag(config=True)

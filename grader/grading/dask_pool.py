@@ -5,22 +5,111 @@ as the same call the local pool makes (``grader.grading.pipeline._execute_task(j
 data out), and accepts what comes back exactly as it accepts a local result. Only the
 coordinator writes the result cache, the gradebook and the feedback.
 
-Each worker runs the same zygote-and-sandbox executor as a local slot. A worker needs:
-this project installed (``pip install .[dev] -c constraints.txt``), the course directory at
-the same path as on the coordinator (a shared filesystem, as on a JupyterHub), and root or
-unprivileged user namespaces for the sandbox; ``probe`` asks every worker which it has.
+Each worker runs the same zygote-and-sandbox executor as a local slot. A job travels whole
+(``pack``): the sanitised notebook, the instructor's notebook and the learner's files, as bytes,
+so a worker needs no view of the coordinator's disk (Dask-Gateway pods, Slurm nodes); it writes
+them to a private folder of its own, executes, and removes it (``run_packed``). A worker needs:
+this project installed (``pip install .[dev] -c constraints.txt``) and root or unprivileged user
+namespaces for the sandbox; ``probe`` asks every worker which it has.
 Jobs on one worker run one at a time (a lock), so ``--nthreads 1`` and one worker per core
 is the efficient layout. A worker that dies mid-job loses nothing: the scheduler gives its
 jobs to another worker, and a result is accepted once per job.
 """
 from __future__ import annotations
 
+import atexit
+import base64
+import json
+import os
+import shutil
+import tempfile
 import threading
+from dataclasses import replace
+from pathlib import Path
 
 from grader.grading import slots
 from grader.grading.startup import skip_iri_grammars
 
 _job_lock = threading.Lock()
+_scratch: Path | None = None  # this worker's folder for sandboxes (its own disk, not the coordinator's)
+
+
+# -- jobs that travel whole ---------------------------------------------------------------------------
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def pack(job) -> str:
+    """``job`` (grader.grading.jobs.Job) with the bytes it names: the sanitised notebook, the instructor's
+    notebook and every regular file of the learner's folder (links and other entries are left out, as
+    the sandbox's copy leaves them out). Read on the coordinator, which alone sees the course."""
+    files = []
+    folder = Path(job.files)
+    if folder.is_dir():
+        for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+            dirnames.sort()
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                if path.is_file() and not path.is_symlink():
+                    relative = os.fsencode(path.relative_to(folder))
+                    files.append([_b64(relative), _b64(path.read_bytes())])
+    return json.dumps({"job": job.to_json(), "notebook": _b64(Path(job.notebook_path).read_bytes()),
+                       "source": _b64(Path(job.source_path).read_bytes()), "files": files})
+
+
+def _private_file(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "wb") as f:
+        f.write(data)
+
+
+def _worker_scratch() -> Path:
+    """This worker's scratch folder for sandboxes: made once, sandbox uids may pass through it (0711)."""
+    global _scratch
+    if _scratch is None or not _scratch.is_dir():
+        _scratch = Path(tempfile.mkdtemp(prefix="lncourse-dask-"))
+        atexit.register(shutil.rmtree, _scratch, True)  # a worker that exits normally leaves nothing behind
+        os.chmod(_scratch, 0o711)
+        (_scratch / "sandboxes").mkdir(mode=0o711)
+        os.chmod(_scratch / "sandboxes", 0o711)
+    return _scratch
+
+
+def unpack(packed: str, folder: Path):
+    """The job of ``pack``'s text, its files written under ``folder`` (private: 0700, files 0600) and its
+    paths and scratch pointing there; the job's identity (key, digests) is unchanged."""
+    from grader.grading.jobs import Job
+
+    data = json.loads(packed)
+    job = Job.from_json(data["job"])
+    job_folder = folder / "job"
+    job_folder.mkdir(mode=0o700)
+    _private_file(job_folder / "notebook.ipynb", base64.b64decode(data["notebook"]))
+    _private_file(job_folder / "source.ipynb", base64.b64decode(data["source"]))
+    files = job_folder / "files"
+    files.mkdir(mode=0o700)
+    for relative, content in data["files"]:
+        path = Path(os.fsdecode(base64.b64decode(relative)))
+        if path.is_absolute() or ".." in path.parts:
+            raise ValueError(f"a packed file leaves its folder: {path}")
+        _private_file(files / path, base64.b64decode(content))
+    options = {**job.options, "scratch": str(_worker_scratch() / "sandboxes"),
+               "hidden": [*job.options.get("hidden", []), str(job_folder)]}
+    return replace(job, notebook_path=str(job_folder / "notebook.ipynb"), source_path=str(job_folder / "source.ipynb"),
+                   files=str(files), options=options)
+
+
+def run_packed(packed: str) -> tuple[str, float]:
+    """On a worker: execute a packed job in a private folder of its own, removed afterwards; returns what
+    the local pool's ``_execute_task`` returns (the result as JSON text, seconds)."""
+    from grader.grading import pipeline
+
+    folder = Path(tempfile.mkdtemp(prefix="lncourse-job-"))  # 0700: no sandbox uid reads the hidden tests
+    try:
+        return pipeline._execute_task(unpack(packed, folder).to_json())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _setup_worker() -> int:
@@ -54,7 +143,7 @@ def _worker_report(options: dict) -> dict:
 
     slot = _setup_worker()
     with _job_lock:
-        probe = pipeline._probe(options)
+        probe = pipeline._probe({**options, "scratch": str(_worker_scratch() / "sandboxes")})
     return {"host": socket.gethostname(), "slot": slot, "problem": probe.problem, "isolation": probe.level or "none"}
 
 

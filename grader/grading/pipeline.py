@@ -426,7 +426,19 @@ class GradingRun:
                                                           "result; it scores zero: tell the instructor")
             return
         task = task.resubmitted()
-        self.executing[self._execution_pool().submit(_execute_task, task.job.to_json())] = task
+        if self.settings.scheduler:  # a Dask worker may not see this disk: the job travels with its bytes
+            from grader.grading.dask_pool import pack, run_packed
+
+            try:
+                packed = pack(task.job)
+            except (OSError, ValueError) as error:  # the grader's own disk: this notebook scores zero
+                self._done(task.student, task.notebook, None, f"its grading job could not be sent to the cluster "
+                                                              f"({type(error).__name__}); it scores zero: tell the instructor")
+                return
+            future = self._execution_pool().submit(run_packed, packed)
+        else:
+            future = self._execution_pool().submit(_execute_task, task.job.to_json())
+        self.executing[future] = task
 
     # -- steps -----------------------------------------------------------------------
     def sanitise(self, student: str) -> None:

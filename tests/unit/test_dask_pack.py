@@ -1,0 +1,62 @@
+"""Jobs that travel whole to a Dask worker (grader.grading.dask_pool.pack / unpack): the worker needs no
+view of the coordinator's disk, and the job it runs is the same job (same key, digests and files)."""
+import base64
+import json
+import os
+import stat
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.grading import dask_pool
+from grader.grading.jobs import Job, folder_digest
+
+
+@pytest.fixture
+def job(tmp_path):
+    course = tmp_path / "coordinator"
+    notebook, source, files = course / "autograded" / "a.ipynb", course / "source" / "a.ipynb", course / "files"
+    for path in (notebook, source):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(f"print({path.parent.name!r})", id="c1")]
+        nbformat.write(nb, path)
+    (files / "data").mkdir(parents=True)
+    (files / "helper.py").write_text("VALUE = 3\n")
+    (files / "data" / "table.bin").write_bytes(bytes(range(256)))
+    (files / "link.py").symlink_to(files / "helper.py")  # never followed, never sent
+    options = {"mode": "auto", "scratch": str(course / "sandboxes"), "limits": {"cell_seconds": 20},
+               "hidden": [str(course)]}
+    return Job.make("A", "ada", "a", notebook, source, files, options, grader="test")
+
+
+def test_the_unpacked_job_is_the_same_job_with_its_bytes_in_a_private_folder(job, tmp_path):
+    worker = tmp_path / "worker"
+    worker.mkdir()
+    unpacked = dask_pool.unpack(dask_pool.pack(job), worker)
+    assert unpacked.identity() == job.identity() and unpacked.notebook_digest == job.notebook_digest
+    for path in (unpacked.notebook_path, unpacked.source_path, unpacked.files):
+        assert str(worker) in path and "coordinator" not in path
+    assert open(unpacked.notebook_path, "rb").read() == open(job.notebook_path, "rb").read()
+    assert open(unpacked.source_path, "rb").read() == open(job.source_path, "rb").read()
+    got = sorted(str(p.relative_to(unpacked.files)) for p in Path(unpacked.files).rglob("*") if p.is_file())
+    assert got == ["data/table.bin", "helper.py"]
+    assert folder_digest(unpacked.files) != folder_digest(job.files)  # the link is not there: the sandbox skips it too
+    job_folder = worker / "job"
+    assert stat.S_IMODE(job_folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(unpacked.source_path).st_mode) == 0o600  # the hidden tests
+    assert str(job_folder) in unpacked.options["hidden"] and unpacked.options["hidden"][0] == job.options["hidden"][0]
+    scratch = unpacked.options["scratch"]
+    assert "coordinator" not in scratch and os.path.isdir(scratch) and stat.S_IMODE(os.stat(scratch).st_mode) == 0o711
+    assert unpacked.options["limits"] == job.options["limits"]
+
+
+@pytest.mark.parametrize("name", [b"../escape.py", b"/etc/cron.d/x", b"data/../../x"])
+def test_a_packed_file_that_leaves_its_folder_is_refused(job, tmp_path, name):
+    packed = json.loads(dask_pool.pack(job))
+    packed["files"].append([base64.b64encode(name).decode(), base64.b64encode(b"x").decode()])
+    (tmp_path / "worker").mkdir()
+    with pytest.raises(ValueError):
+        dask_pool.unpack(json.dumps(packed), tmp_path / "worker")
+    assert not (tmp_path / "escape.py").exists()
