@@ -43,16 +43,10 @@ def pack(job) -> str:
     """``job`` (grader.grading.jobs.Job) with the bytes it names: the sanitised notebook, the instructor's
     notebook and every regular file of the learner's folder (links and other entries are left out, as
     the sandbox's copy leaves them out). Read on the coordinator, which alone sees the course."""
-    files = []
-    folder = Path(job.files)
-    if folder.is_dir():
-        for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-            dirnames.sort()
-            for name in sorted(filenames):
-                path = Path(dirpath) / name
-                if path.is_file() and not path.is_symlink():
-                    relative = os.fsencode(path.relative_to(folder))
-                    files.append([_b64(relative), _b64(path.read_bytes())])
+    from grader.grading.jobs import folder_entries
+
+    files = [[_b64(relative), _b64(path.read_bytes())] for relative, path, regular in folder_entries(job.files)
+             if regular]
     return json.dumps({"job": job.to_json(), "notebook": _b64(Path(job.notebook_path).read_bytes()),
                        "source": _b64(Path(job.source_path).read_bytes()), "files": files})
 

@@ -73,21 +73,27 @@ def executed_digest(nb) -> str:
     return _sha(canonical(cells))
 
 
-def folder_digest(folder: Path) -> str:
-    """Every regular file under ``folder`` (relative path, bytes), in sorted order; links are not followed."""
-    digest = hashlib.sha256()
+def folder_entries(folder: Path):
+    """(relative path as bytes, path, is a regular file) for every file under ``folder``, in sorted order;
+    links are not followed (a link is an entry that is not a regular file)."""
     folder = Path(folder)
-    if not folder.is_dir():
-        return _sha(b"no folder")
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath) / name
-            relative = str(path.relative_to(folder)).encode("utf-8", "surrogateescape")
-            if path.is_symlink() or not path.is_file():
-                digest.update(b"other\0" + relative + b"\n")
-                continue
-            digest.update(b"file\0" + relative + b"\0" + _sha(path.read_bytes()).encode() + b"\n")
+            yield os.fsencode(path.relative_to(folder)), path, path.is_file() and not path.is_symlink()
+
+
+def folder_digest(folder: Path) -> str:
+    """Every regular file under ``folder`` (relative path, bytes), in sorted order; links are not followed."""
+    digest = hashlib.sha256()
+    if not Path(folder).is_dir():
+        return _sha(b"no folder")
+    for relative, path, regular in folder_entries(folder):
+        if not regular:
+            digest.update(b"other\0" + relative + b"\n")
+            continue
+        digest.update(b"file\0" + relative + b"\0" + _sha(path.read_bytes()).encode() + b"\n")
     return digest.hexdigest()
 
 

@@ -739,21 +739,17 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
             signal.signal(sig, handler)
     if problem:
         run.kill_pool()
-        with_students = [a for a, students in classes.items() if students]
-        left, done = with_students[len(runs) - 1:], with_students[:len(runs) - 1]
+        done = [r.assignment for r in runs[:-1]]
+        left = [a for a, students in classes.items() if students and a not in done]
         graded = f" ({', '.join(done)} graded before it)" if done else ""
         print(f"grading stopped before any notebook ran: no sandbox could start ({printable(problem, 500)}).\n"
               f"Nothing was scored of {', '.join(left)}{graded}. Check GradeConfig.isolation (--isolation, "
               "LNCOURSE_ISOLATION) and the isolation levels in docs/instructors.md.", file=sys.stderr)
         if done:  # their grades are in the gradebook: the CSV holds them too
-            from nbgrader.apps import ExportApp
-
-            nbgrader_app(root, ExportApp, [f"--to={csv_path}"])
+            export_csv(root, csv_path)
         return 2
     run.shutdown()
-    from nbgrader.apps import ExportApp
-
-    problem = nbgrader_app(root, ExportApp, [f"--to={csv_path}"])
+    problem = export_csv(root, csv_path)
     if problem:
         print(problem, file=sys.stderr)
         return 1
@@ -764,6 +760,13 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
     if unfinished:
         return 3
     return 0 if all(classes.values()) else 1
+
+
+def export_csv(root: Path, csv_path: Path) -> str | None:
+    """nbgrader's CSV export of the whole gradebook; None, or why it failed."""
+    from nbgrader.apps import ExportApp
+
+    return nbgrader_app(root, ExportApp, [f"--to={csv_path}"])
 
 
 def report_run(run: GradingRun, csv_path: Path) -> None:
