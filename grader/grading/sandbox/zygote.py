@@ -14,7 +14,10 @@ import signal
 import socket
 import sys
 
-WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell", "torch",
+# torch._dynamo is not the learner's: torch imports it on first use of a TorchDispatchMode (the
+# memory measurement and the delegation tripwires) or of autograd's grad. Imported after the fork,
+# it cost every notebook about a second (sympy, torch.distributed, torch.onnx); here, once.
+WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell", "torch", "torch._dynamo",
                 "ipykernel.inprocess.ipkernel", "IPython.core.magics", "IPython.core.completer",
                 "IPython.core.oinspect", "IPython.core.application", "IPython.core.completerlib", "IPython.core.pylabtools",
                 "tornado.platform.asyncio", "tornado.queues", "tornado.gen", "sqlite3", "bdb", "tracemalloc",
