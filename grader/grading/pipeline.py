@@ -16,11 +16,18 @@
             learner's feedback (hidden tests removed, grading notes on top); a CSV follows.
 
 Steps 2-4 are pipelined per learner, so the serial nbgrader steps overlap the execution.
+
+Processes: this coordinator; a forkserver that imported what a slot needs once
+(grader.grading.warm_slot), from which every execution slot is forked; a zygote factory that
+imported what learners' code needs once (grader.grading.sandbox.zygote --factory), of which each
+slot gets a fork of its own (its zygote); the zygote forks one sandbox per notebook. So a run pays
+for two imports of torch, whatever --jobs is, and each is forked from only after it has run nothing.
 Settings: grader.grading.config.GradeConfig. A run killed at any moment (even SIGKILL) leaves the
 gradebook consistent; running it again re-executes only the jobs with no cached result.
 """
 from __future__ import annotations
 
+import atexit
 import csv
 import json
 import os
@@ -96,16 +103,21 @@ def sandbox_options(work: Path, settings: GradeConfig | None = None, hidden: lis
             "hidden": list(hidden)}
 
 
-def _init_slot():
-    """Claim this worker's slot (its sandbox uid, grader.grading.slots) and warm it: its zygote imports
-    everything once."""
+def _init_slot(factory: str | None = None, lifeline=None):
+    """Claim this worker's slot (its sandbox uid, grader.grading.slots) and its zygote: a fork of the
+    coordinator's warm ``ZygoteFactory`` at ``factory``, or (none) one that imports everything itself.
+    The slot's own modules arrive warm from the forkserver (``_slot_context``); ``lifeline``: the read
+    end of ``_coordinator_lifeline``."""
     _die_with_parent()
+    if lifeline is not None:
+        _exit_with_coordinator(lifeline)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is for the parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
     slots.claim_slot()
-    from grader.grading.sandbox.client import default_zygote
+    from grader.grading.sandbox.client import default_zygote, use_factory
 
-    default_zygote(wait=False)  # the zygote imports torch for the learners' code while this worker
+    use_factory(factory)
+    default_zygote(wait=False)  # a zygote of its own imports torch for the learners' code while this worker
     import grader.grading.execute  # noqa: F401 - imports it for the checks (test cells run here)
     from grader import oracles
 
@@ -113,8 +125,66 @@ def _init_slot():
     default_zygote()
 
 
+_zygote_factory = None  # this process's ZygoteFactory: started with its first pool, used by every later one
+
+
+def _zygote_factory_path() -> str | None:
+    """The socket of this process's warm zygote factory (started now if need be); None if it cannot start."""
+    global _zygote_factory
+    from grader.grading.sandbox.client import ZygoteFactory
+
+    if _zygote_factory is None or not _zygote_factory.alive():
+        try:
+            _zygote_factory = ZygoteFactory()
+        except OSError:
+            _zygote_factory = None
+            return None
+        atexit.register(_zygote_factory.close)
+    return _zygote_factory.path
+
+
+def _slot_context():
+    """Slots are forked from one forkserver that imported what they need (``grader.grading.warm_slot``)
+    once, for every slot and every pool this process starts, and holds nothing of the coordinator's."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["grader.grading.warm_slot"])  # no effect once the server runs: always this list
+    return context
+
+
+_lifeline_pipe = None  # (read end, write end): the write end stays in this process (and its forks)
+
+
+def _coordinator_lifeline():
+    """The read end of a pipe whose write end only this process holds. A slot is the forkserver's child,
+    and the forkserver lives as long as any of its children: PDEATHSIG cannot tie a slot to this process,
+    this pipe does (EOF when this process is gone, even by SIGKILL)."""
+    global _lifeline_pipe
+    if _lifeline_pipe is None:
+        import multiprocessing
+
+        _lifeline_pipe = multiprocessing.Pipe(duplex=False)
+    return _lifeline_pipe[0]
+
+
+def _exit_with_coordinator(lifeline) -> None:
+    """Exit this slot (its zygote and sandboxes follow) as soon as ``lifeline`` reads EOF."""
+    import threading
+
+    def watch():
+        try:
+            lifeline.recv_bytes()  # nobody writes: returns only by EOF
+        except (EOFError, OSError):
+            pass
+        os._exit(1)
+
+    threading.Thread(target=watch, name="coordinator-lifeline", daemon=True).start()
+
+
 def _die_with_parent() -> None:
-    """A worker (and so its zygote and sandboxes) is killed when the coordinator dies, even by SIGKILL."""
+    """A worker (and so its zygote and sandboxes) is killed when its parent dies, even by SIGKILL: the
+    coordinator, or for a slot the forkserver, which exits as soon as the coordinator is gone."""
     parent = os.getppid()
     try:
         import ctypes
@@ -397,7 +467,8 @@ class GradingRun:
             self._submit_feedback(student)
 
     def _new_local_pool(self, jobs: int) -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot)
+        pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot, initargs=(_zygote_factory_path(), _coordinator_lifeline()),
+                                   mp_context=_slot_context())
         for _ in range(jobs):
             pool.submit(int)  # start every worker (and its zygote) now, overlapping the first sanitising
         return pool

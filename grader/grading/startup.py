@@ -18,3 +18,23 @@ def skip_iri_grammars() -> None:
     """
     if "jsonschema" not in sys.modules:
         sys.modules.setdefault(SKIPPED_MODULE, None)  # None in sys.modules: `import` raises ImportError
+
+
+TORCH_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def private_torch_cache() -> str | None:
+    """Give this process (and its forks) a private compile-cache folder before torch._dynamo is imported.
+
+    Importing torch._dynamo creates ``$TMPDIR/torchinductor_<user>`` and leaves it behind; a
+    grading run must leave nothing in /tmp. Returns the new folder, for the caller to remove when
+    it exits, or None when the variable is already set (the instructor's own folder, kept).
+    """
+    import os
+    import tempfile
+
+    if os.environ.get(TORCH_CACHE_VARIABLE):
+        return None
+    folder = tempfile.mkdtemp(prefix="lncourse-torch-")
+    os.environ[TORCH_CACHE_VARIABLE] = folder
+    return folder

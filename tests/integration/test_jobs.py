@@ -242,7 +242,8 @@ def test_sigkill_at_any_point_then_rerun_gives_the_uninterrupted_result(graded, 
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and [p for p in seen if _alive(p)]:
             time.sleep(0.2)
-        assert [p for p in seen if _alive(p)] == [], f"left running after SIGKILL {point}"
+        survivors = {p: _command_line(p) for p in seen if _alive(p)}
+        assert survivors == {}, f"left running after SIGKILL {point}"
     assert killed, "every run finished before it could be killed"
     last = _grade(course)
     assert _outputs(course) == reference, (killed, last)
@@ -252,6 +253,13 @@ def test_sigkill_at_any_point_then_rerun_gives_the_uninterrupted_result(graded, 
     assert tree_digest(course / "submitted") == submitted
     assert not list(cache.rglob("*.tmp")) and work.exists()
     print(f"killed {killed}; the last run executed {len(last['executed'])}, reused {len(last['cached'])}")
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "?"
 
 
 def _alive(pid: int) -> bool:

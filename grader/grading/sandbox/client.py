@@ -425,31 +425,69 @@ class _Repr:
         return self.text
 
 
-class Zygote:
-    """A warm process (``grader.grading.sandbox.zygote``) that forks sandboxes on request."""
+def _zygote_environment() -> dict:
+    """A zygote's whole environment (its sandboxes start from it): nothing of the grader's but the path."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
-    def __init__(self, wait: bool = True):
-        """Start the zygote; ``wait=False`` returns at once, while it imports (``wait_ready``)."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
-               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-        if "PYTHONPATH" in os.environ:
-            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-        self.process = subprocess.Popen([sys.executable, "-m", "grader.grading.sandbox.zygote", str(theirs.fileno())],
-                                        pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                                        start_new_session=True, cwd="/")
-        theirs.close()
+
+def _start_zygote_process(control: socket.socket, *extra: str, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "grader.grading.sandbox.zygote", str(control.fileno()), *extra],
+                            pass_fds=[control.fileno(), *pass_fds], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_zygote_environment(),
+                            start_new_session=True, cwd="/")
+
+
+class Zygote:
+    """A warm process (``grader.grading.sandbox.zygote``) that forks sandboxes on request.
+
+    Its own process, or (``factory``: a ``ZygoteFactory``'s socket) a fork of that factory's warm process,
+    made for this client alone: then it costs no imports, and it lives until this client closes it.
+    """
+
+    def __init__(self, wait: bool = True, factory: str | None = None):
+        """Start the zygote; ``wait=False`` returns at once, while it imports (``wait_ready``).
+        Raises OSError if ``factory`` cannot be reached."""
+        self.process = None
+        if factory:
+            ours = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                ours.connect(factory)
+            except OSError:
+                ours.close()
+                raise
+        else:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.process = _start_zygote_process(theirs)
+            theirs.close()
         self.control = ours
         self.replies = ours.makefile("rb")
         self.ready = False
         if wait:
             self.wait_ready()
 
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        try:  # a factory's zygote is not our child: its end of the socket closes when it dies
+            readable = select.select([self.control], [], [], 0)[0]
+            return not readable or self.control.recv(1, socket.MSG_PEEK) != b""
+        except (OSError, ValueError):
+            return False
+
     def wait_ready(self) -> None:
         """Block until the zygote has imported its warm modules (its first line says so)."""
         if not self.ready:
-            if not self._reply().get("ready"):
+            try:
+                started = self._reply().get("ready")
+            except SandboxError:
+                if self.process is None:
+                    use_factory(None)  # the factory did not make one: this process starts its own from now on
+                raise
+            if not started:
                 raise SandboxError("the sandbox zygote did not start")
             self.ready = True
 
@@ -483,25 +521,85 @@ class Zygote:
         return self._reply()["code"]
 
     def close(self) -> None:
-        """Stop the zygote; on the closed socket it first destroys the sandboxes it still has."""
+        """Stop the zygote; it first destroys the sandboxes it still has. Returns once it has."""
+        try:
+            self.control.settimeout(30)
+            socket.send_fds(self.control, [json.dumps({"op": "exit"}).encode()], [])
+            self._reply()  # sent once its sandboxes are gone
+        except (OSError, ValueError, SandboxError):
+            pass
         try:
             self.replies.close()  # the socket's descriptor stays open while its file object does
             self.control.close()
-            self.process.wait(timeout=10)
+            if self.process is not None:
+                self.process.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             self.process.kill()
             self.process.wait()
 
 
+class ZygoteFactory:
+    """One warm zygote process that forks a zygote for each client (``Zygote(factory=factory.path)``), so a
+    pool of N grading slots pays for the imports once, not N times.
+
+    Its socket lives in a private folder (0700) and it serves only this user's processes; it exits when
+    this object is closed or its owner dies (the control socket's other end closes), and removes the folder.
+    """
+
+    def __init__(self):
+        self.folder = tempfile.mkdtemp(prefix="lncourse-zygotes-")
+        self.path = os.path.join(self.folder, "socket")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(self.path)  # OSError for a path over the limit (108 bytes): no factory
+            listener.listen(64)
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.process = _start_zygote_process(theirs, "--factory", str(listener.fileno()),
+                                                 pass_fds=(listener.fileno(),))
+            theirs.close()
+        except OSError:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+        finally:
+            listener.close()
+        self.control = ours
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        self.control.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 _default_zygote: Zygote | None = None
+_factory_path: str | None = None  # a ZygoteFactory's socket, for this process's zygote (``use_factory``)
+
+
+def use_factory(path: str | None) -> None:
+    """This process's zygote will come from the factory at ``path`` (a pool worker's initializer says so)."""
+    global _factory_path
+    _factory_path = path
 
 
 def default_zygote(wait: bool = True) -> Zygote:
     """This process's zygote, started on first use; ``wait=False``: do not wait for its imports yet
-    (the caller has its own to do meanwhile)."""
+    (the caller has its own to do meanwhile). From the factory ``use_factory`` named, if it answers;
+    otherwise a process of its own."""
     global _default_zygote
-    if _default_zygote is None or _default_zygote.process.poll() is not None:
-        _default_zygote = Zygote(wait=False)
+    if _default_zygote is None or not _default_zygote.alive():
+        _default_zygote = None
+        if _factory_path:
+            try:
+                _default_zygote = Zygote(wait=False, factory=_factory_path)
+            except OSError:
+                pass  # the factory is gone: this process starts its own
+        _default_zygote = _default_zygote or Zygote(wait=False)
     if wait:
         _default_zygote.wait_ready()
     return _default_zygote

@@ -14,6 +14,8 @@ import signal
 import socket
 import sys
 
+from grader.grading.startup import private_torch_cache
+
 # torch._dynamo is not the learner's: torch imports it on first use of a TorchDispatchMode (the
 # memory measurement and the delegation tripwires) or of autograd's grad. Imported after the fork,
 # it cost every notebook about a second (sympy, torch.distributed, torch.onnx); here, once.
@@ -132,6 +134,11 @@ def serve(control: socket.socket) -> None:
                 code = wait_for(int(request["pid"]), float(request.get("wait", 0)))
                 control.sendall((json.dumps({"code": code}) + "\n").encode())
                 continue
+            if request["op"] == "exit":  # the client leaves: reply once every sandbox is gone
+                for pid in list(_groups):
+                    destroy(pid)
+                control.sendall(b'{"code": 0}\n')
+                return
             if request["op"] == "destroy":
                 code = destroy(int(request["pid"]))
                 control.sendall((json.dumps({"code": code}) + "\n").encode())
@@ -145,14 +152,100 @@ def serve(control: socket.socket) -> None:
             destroy(pid)
 
 
-def main() -> None:
-    control = socket.socket(fileno=int(sys.argv[1]))
-    warm_up()
-    import gc
+def _same_user(connection: socket.socket) -> bool:
+    """The process at the other end runs as this user (never a sandbox's uid)."""
+    import struct
 
-    gc.freeze()  # the warm heap is shared by every fork: keep the collector from touching (copying) it
-    control.sendall(b'{"ready": true}\n')
-    serve(control)
+    try:
+        _, uid, _ = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                              struct.calcsize("3i")))
+    except (OSError, struct.error):
+        return False
+    return uid == os.getuid()
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+
+
+def serve_factory(control: socket.socket, listener: socket.socket) -> None:
+    """Give each connection a zygote of its own: a fork of this warm process, serving it (``serve``).
+
+    Each such zygote lives as long as its connection (one grading slot's); the factory lives until
+    ``control`` closes (its grader is done or dead), then stops taking connections.
+    """
+    import select
+
+    try:
+        _serve_connections(control, listener, select.select)
+    finally:  # however it ends (its grader gone, even killed): no socket left behind
+        path = listener.getsockname()
+        for remove in (os.unlink, os.rmdir):
+            try:
+                remove(path)
+            except OSError:
+                pass
+            path = os.path.dirname(path)
+
+
+def _serve_connections(control: socket.socket, listener: socket.socket, select) -> None:
+    while True:
+        readable = select([control, listener], [], [], 5.0)[0]
+        _reap()
+        if control in readable:
+            try:
+                if not control.recv(1):
+                    return
+            except OSError:
+                return
+        if listener not in readable:
+            continue
+        try:
+            connection, _ = listener.accept()
+        except OSError:
+            continue
+        if not _same_user(connection):
+            connection.close()
+            continue
+        child = os.fork()
+        if child == 0:
+            try:
+                listener.close()
+                control.close()
+                connection.sendall(b'{"ready": true}\n')
+                serve(connection)
+            finally:
+                os._exit(0)
+        connection.close()
+
+
+def main() -> None:
+    """``zygote CONTROL_FD``: a zygote for the grader at the other end of the socket CONTROL_FD;
+    ``zygote CONTROL_FD --factory LISTENER_FD``: a factory of zygotes (``serve_factory``)."""
+    control = socket.socket(fileno=int(sys.argv[1]))
+    listener = socket.socket(fileno=int(sys.argv[3])) if sys.argv[2:3] == ["--factory"] else None
+    owner, torch_cache = os.getpid(), private_torch_cache()
+    try:
+        warm_up()
+        import gc
+
+        gc.freeze()  # the warm heap is shared by every fork: keep the collector from touching (copying) it
+        control.sendall(b'{"ready": true}\n')
+        if listener is None:
+            serve(control)
+        else:
+            serve_factory(control, listener)
+    finally:
+        if torch_cache and os.getpid() == owner:  # a fork that returns here does not own it
+            import shutil
+
+            shutil.rmtree(torch_cache, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,24 @@
+"""What every execution slot needs, imported once in the forkserver the slots are forked from.
+
+A slot runs the trusted test cells (``grader.grading.execute``, torch's reference norms in
+``grader.oracles``, autograd, which pulls in torch._dynamo). Imported per slot, that was 2-3 s of
+CPU each, on the same cores as the zygotes' own imports. Nothing here runs torch: a forked child
+must not inherit a started thread pool.
+"""
+import atexit
+import os
+import shutil
+
+from grader.grading.startup import private_torch_cache, skip_iri_grammars
+
+skip_iri_grammars()  # before nbformat (grader.grading.execute) imports jsonschema
+_torch_cache, _owner = private_torch_cache(), os.getpid()
+if _torch_cache:  # the forkserver removes it when it exits; the slots leave by os._exit
+    atexit.register(lambda: os.getpid() == _owner and shutil.rmtree(_torch_cache, ignore_errors=True))
+
+import torch  # noqa: E402,F401
+import torch._dynamo  # noqa: E402,F401
+
+import grader.grading.execute  # noqa: E402,F401
+import grader.grading.pipeline  # noqa: E402,F401 - where the slot's initializer and tasks live
+import grader.oracles  # noqa: E402,F401
