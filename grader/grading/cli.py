@@ -73,8 +73,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"built {assignment}: release/, notebooks/, solutions/")
         return 0
     if args.command == "grade":
-        from grader.grading.pipeline import grade
-
         if args.help_all:
             from grader.grading.config import help_all
 
@@ -82,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.assignment:
             grade_parser.error("the following arguments are required: assignment")
+        if args.scheduler is None:  # local slots: their warm processes import while this one imports nbgrader
+            from grader.grading.slot_pool import prestart
+
+            prestart()
+        from grader.grading.pipeline import grade
+
         return grade(args.assignment if len(args.assignment) > 1 else args.assignment[0], root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
                      notebook_seconds=args.notebook_timeout, argv=extra, isolation=args.isolation,
                      cache_dir=args.cache_dir, use_cache=args.use_cache,

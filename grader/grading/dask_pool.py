@@ -1,7 +1,7 @@
 """Grading on a Dask cluster: ``python -m grader grade A --scheduler tcp://HOST:PORT``.
 
 The coordinator (the ``grader grade`` process) builds the jobs, hands each to a Dask worker
-as the same call the local pool makes (``grader.grading.pipeline._execute_task(job_text)``: data in,
+as the same call the local pool makes (``grader.grading.execution_slot.execute_task(job_text)``: data in,
 data out), and accepts what comes back exactly as it accepts a local result. Only the
 coordinator writes the result cache, the gradebook and the feedback.
 
@@ -96,12 +96,12 @@ def unpack(packed: str, folder: Path):
 
 def run_packed(packed: str) -> tuple[str, float]:
     """On a worker: execute a packed job in a private folder of its own, removed afterwards; returns what
-    the local pool's ``_execute_task`` returns (the result as JSON text, seconds)."""
-    from grader.grading import pipeline
+    the local pool's ``execute_task`` returns (the result as JSON text, seconds)."""
+    from grader.grading import execution_slot
 
     folder = Path(tempfile.mkdtemp(prefix="lncourse-job-"))  # 0700: no sandbox uid reads the hidden tests
     try:
-        return pipeline._execute_task(unpack(packed, folder).to_json())
+        return execution_slot.execute_task(unpack(packed, folder).to_json())
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -133,11 +133,11 @@ def _worker_report(options: dict) -> dict:
     or why not) and the isolation level that sandbox enforced ("none" if none started)."""
     import socket
 
-    from grader.grading import pipeline
+    from grader.grading import execution_slot
 
     slot = _setup_worker()
     with _job_lock:
-        probe = pipeline._probe({**options, "scratch": str(_worker_scratch() / "sandboxes")})
+        probe = execution_slot.probe({**options, "scratch": str(_worker_scratch() / "sandboxes")})
     return {"host": socket.gethostname(), "slot": slot, "problem": probe.problem, "isolation": probe.level or "none"}
 
 

@@ -17,17 +17,14 @@
 
 Steps 2-4 are pipelined per learner, so the serial nbgrader steps overlap the execution.
 
-Processes: this coordinator; a forkserver that imported what a slot needs once
-(grader.grading.warm_slot), from which every execution slot is forked; a zygote factory that
-imported what learners' code needs once (grader.grading.sandbox.zygote --factory), of which each
-slot gets a fork of its own (its zygote); the zygote forks one sandbox per notebook. So a run pays
-for two imports of torch, whatever --jobs is, and each is forked from only after it has run nothing.
+Processes: this coordinator, and the execution slots forked from two warm processes it starts
+once (grader.grading.slot_pool); each slot's zygote forks one sandbox per notebook.
+
 Settings: grader.grading.config.GradeConfig. A run killed at any moment (even SIGKILL) leaves the
 gradebook consistent; running it again re-executes only the jobs with no cached result.
 """
 from __future__ import annotations
 
-import atexit
 import csv
 import json
 import os
@@ -44,13 +41,13 @@ from pathlib import Path
 from typing import Callable
 
 from grader.course.build import course_root, tool_environment
-from grader.grading import slots
 from grader.grading.config import GradeConfig, grade_config
+from grader.grading.execution_slot import die_with_parent, execute_task, probe
+from grader.grading.slot_pool import new_slot_pool
 from grader.grading.intake import expected_notebooks, mirror_submission
-from grader.grading.jobs import Job, ResultCache, accept, grader_version, run_job
+from grader.grading.jobs import Job, ResultCache, accept, grader_version
 from grader.grading.terminal import Progress, printable
 
-SANDBOX_UID_BASE = 61000  # one unprivileged uid per parallel slot when grading as root
 
 
 def load_config(root: Path):
@@ -88,7 +85,7 @@ def secret_folders(root: Path) -> list[str]:
 
 
 def sandbox_options(work: Path, settings: GradeConfig | None = None, hidden: list[str] = ()) -> dict:
-    """How each notebook's sandbox is confined; the uid is added per worker (``_execute_task``).
+    """How each notebook's sandbox is confined; the uid is added per worker (``execute_task``).
 
     The sandbox's root is an allow-list (the Python installation, the course packages, the
     system; ``grader.grading.sandbox.isolation``), so the course root, build/, the exchange and any other
@@ -103,102 +100,9 @@ def sandbox_options(work: Path, settings: GradeConfig | None = None, hidden: lis
             "hidden": list(hidden)}
 
 
-def _init_slot(factory: str | None = None, lifeline=None):
-    """Claim this worker's slot (its sandbox uid, grader.grading.slots) and its zygote: a fork of the
-    coordinator's warm ``ZygoteFactory`` at ``factory``, or (none) one that imports everything itself.
-    The slot's own modules arrive warm from the forkserver (``_slot_context``); ``lifeline``: the read
-    end of ``_coordinator_lifeline``."""
-    _die_with_parent()
-    if lifeline is not None:
-        _exit_with_coordinator(lifeline)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is for the parent
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
-    slots.claim_slot()
-    from grader.grading.sandbox.client import default_zygote, use_factory
-
-    use_factory(factory)
-    default_zygote(wait=False)  # a zygote of its own imports torch for the learners' code while this worker
-    import grader.grading.execute  # noqa: F401 - imports it for the checks (test cells run here)
-    from grader import oracles
-
-    oracles._torch()
-    default_zygote()
-
-
-_zygote_factory = None  # this process's ZygoteFactory: started with its first pool, used by every later one
-
-
-def _zygote_factory_path() -> str | None:
-    """The socket of this process's warm zygote factory (started now if need be); None if it cannot start."""
-    global _zygote_factory
-    from grader.grading.sandbox.client import ZygoteFactory
-
-    if _zygote_factory is None or not _zygote_factory.alive():
-        try:
-            _zygote_factory = ZygoteFactory()
-        except OSError:
-            _zygote_factory = None
-            return None
-        atexit.register(_zygote_factory.close)
-    return _zygote_factory.path
-
-
-def _slot_context():
-    """Slots are forked from one forkserver that imported what they need (``grader.grading.warm_slot``)
-    once, for every slot and every pool this process starts, and holds nothing of the coordinator's."""
-    import multiprocessing
-
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["grader.grading.warm_slot"])  # no effect once the server runs: always this list
-    return context
-
-
-_lifeline_pipe = None  # (read end, write end): the write end stays in this process (and its forks)
-
-
-def _coordinator_lifeline():
-    """The read end of a pipe whose write end only this process holds. A slot is the forkserver's child,
-    and the forkserver lives as long as any of its children: PDEATHSIG cannot tie a slot to this process,
-    this pipe does (EOF when this process is gone, even by SIGKILL)."""
-    global _lifeline_pipe
-    if _lifeline_pipe is None:
-        import multiprocessing
-
-        _lifeline_pipe = multiprocessing.Pipe(duplex=False)
-    return _lifeline_pipe[0]
-
-
-def _exit_with_coordinator(lifeline) -> None:
-    """Exit this slot (its zygote and sandboxes follow) as soon as ``lifeline`` reads EOF."""
-    import threading
-
-    def watch():
-        try:
-            lifeline.recv_bytes()  # nobody writes: returns only by EOF
-        except (EOFError, OSError):
-            pass
-        os._exit(1)
-
-    threading.Thread(target=watch, name="coordinator-lifeline", daemon=True).start()
-
-
-def _die_with_parent() -> None:
-    """A worker (and so its zygote and sandboxes) is killed when its parent dies, even by SIGKILL: the
-    coordinator, or for a slot the forkserver, which exits as soon as the coordinator is gone."""
-    parent = os.getppid()
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return  # not Linux: the worker notices the broken pipe when it next reads
-    if os.getppid() != parent:
-        os._exit(1)  # the parent died before the request took effect
-
-
 def _init_feedback():
     """A feedback worker: forked from the coordinator (nbgrader already imported), no sandbox."""
-    _die_with_parent()
+    die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -218,45 +122,6 @@ def _kill(pool: ProcessPoolExecutor | None) -> None:
         process.join(5)
 
 
-def _sandbox_uid() -> int:
-    """This process's sandbox uid: one per slot held on this machine. A process that runs a sandbox without
-    having claimed a slot (a pool's initializer claims one) claims one now, rather than share another run's."""
-    return SANDBOX_UID_BASE + slots.claim_slot()  # claimed once per process; later calls return the same slot
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    """What starting one sandbox with the class's options showed (``_probe``).
-
-    ``problem``: None if a sandbox started and ran a cell, else why not; ``level``: the isolation
-    level the sandbox enforced ("user", "userns", "basic"), None if none started.
-    """
-
-    problem: str | None
-    level: str | None = None
-
-
-def _probe(options: dict) -> ProbeResult:
-    """Start one sandbox with the class's options and run one cell (no learner code runs)."""
-    from grader.grading.sandbox import client
-
-    problem = None
-    for _ in range(2):  # a zygote that died under us gets one fresh start
-        try:
-            limits = client.Limits(**options.get("limits", {}))
-            with client.Sandbox(**{k: v for k, v in options.items() if k != "limits"}, uid=_sandbox_uid(),
-                                limits=limits) as box:
-                report = box.isolation  # the sandbox's own account (isolation.apply): what it enforced
-                level = report.get("mode") if isinstance(report, dict) else None
-                if box.run_cell("1 + 1")["error"]:
-                    return ProbeResult("a sandbox started but could not run a cell", level)
-            return ProbeResult(None, level)
-        except client.SandboxError as error:
-            problem = str(error)
-            client._default_zygote = None
-    return ProbeResult(problem)
-
-
 def nbgrader_app(root: Path, app_class, argv: list[str]) -> str | None:
     """Run an nbgrader app in this process, in the course root; returns an error message or None."""
     previous = os.getcwd()
@@ -272,12 +137,6 @@ def nbgrader_app(root: Path, app_class, argv: list[str]) -> str | None:
     finally:
         os.chdir(previous)
     return None
-
-
-def _execute_task(job_text: str) -> tuple[str, float]:
-    """Execute one job in a pool worker: its result as JSON text, and the seconds it took. Writes nothing."""
-    started = time.monotonic()
-    return run_job(job_text, sandbox_uid=_sandbox_uid()), time.monotonic() - started
 
 
 _worker_config = None
@@ -439,7 +298,7 @@ class GradingRun:
                                                         self.settings.scheduler_timeout)
         elif self.pool is None:
             self.pool = self.pool_factory(self.jobs)
-            self.probe = self.pool.submit(_probe, self.options)
+            self.probe = self.pool.submit(probe, self.options)
         return self.pool
 
     def _feedback_pool(self):
@@ -467,8 +326,7 @@ class GradingRun:
             self._submit_feedback(student)
 
     def _new_local_pool(self, jobs: int) -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(max_workers=jobs, initializer=_init_slot, initargs=(_zygote_factory_path(), _coordinator_lifeline()),
-                                   mp_context=_slot_context())
+        pool = new_slot_pool(jobs)
         for _ in range(jobs):
             pool.submit(int)  # start every worker (and its zygote) now, overlapping the first sanitising
         return pool
@@ -508,7 +366,7 @@ class GradingRun:
                 return
             future = self._execution_pool().submit(run_packed, packed)
         else:
-            future = self._execution_pool().submit(_execute_task, task.job.to_json())
+            future = self._execution_pool().submit(execute_task, task.job.to_json())
         self.executing[future] = task
 
     # -- steps -----------------------------------------------------------------------
@@ -578,7 +436,7 @@ class GradingRun:
             except BrokenProcessPool as error:  # a worker died (killed?): try again in a fresh pool
                 self.probe_error = f"the grading workers keep dying ({error})"
                 self._rebuild_pool()
-                self.probe = self.pool.submit(_probe, self.options)
+                self.probe = self.pool.submit(probe, self.options)
             except Exception as error:  # noqa: BLE001 - the worker itself could not start
                 self.probe_error = f"a grading worker could not start ({type(error).__name__}: {error})"
                 break

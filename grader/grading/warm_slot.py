@@ -20,5 +20,5 @@ import torch  # noqa: E402,F401
 import torch._dynamo  # noqa: E402,F401
 
 import grader.grading.execute  # noqa: E402,F401
-import grader.grading.pipeline  # noqa: E402,F401 - where the slot's initializer and tasks live
+import grader.grading.execution_slot  # noqa: E402,F401 - the slot's initializer and tasks
 import grader.oracles  # noqa: E402,F401

@@ -141,3 +141,34 @@ def test_a_slot_starts_its_own_zygote_when_the_factory_is_gone(factory, monkeypa
             assert run_json(box, "print(5)") == 5
     finally:
         zygote.close()
+
+
+def test_a_factory_that_accepts_but_never_answers_costs_a_slot_seconds_not_the_run(monkeypatch, scratch, tmp_path):
+    """A stuck factory (another version's, a stopped process) must not hang the slot: it starts its own zygote."""
+    import socket
+
+    path = str(tmp_path / "socket")
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.bind(path)
+    silent.listen()
+    monkeypatch.setattr(client, "FACTORY_READY_SECONDS", 0.5)
+    monkeypatch.setattr(client, "_default_zygote", None)
+    monkeypatch.setattr(client, "_factory_path", path)
+    try:
+        stuck = client.Zygote(wait=False, factory=path)
+        with pytest.raises(client.SandboxError, match="did not answer"):
+            stuck.wait_ready()
+        stuck.close()
+        assert client._factory_path is None, "the slot keeps asking a factory that does not answer"
+        monkeypatch.setattr(client, "_factory_path", path)
+        started = time.monotonic()
+        zygote = client.default_zygote()  # what a slot's initializer calls: its own zygote, not an error
+        assert time.monotonic() - started < 120
+        try:
+            assert zygote.process is not None
+            with sandbox(zygote, scratch) as box:
+                assert run_json(box, "print(6)") == 6
+        finally:
+            zygote.close()
+    finally:
+        silent.close()

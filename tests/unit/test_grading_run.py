@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading import pipeline, results
+from grader.grading import execution_slot, pipeline, results
 from grader.grading.config import GradeConfig
 from grader.grading.execute import execute_submission
 from grader.grading.jobs import Job, ResultCache
@@ -142,16 +142,16 @@ class Workers:
     """What the pools' workers do: the probe's answer, ``execute(job, attempt) -> result text``
     (``attempt``: 1 for the first execution of that job in this run), and feedback that always works."""
 
-    def __init__(self, events: list, execute=honest, probe=pipeline.ProbeResult(None, "userns")):
+    def __init__(self, events: list, execute=honest, probe=execution_slot.ProbeResult(None, "userns")):
         self.events, self.execute, self.probe = events, execute, probe
         self.executions: list[tuple[str, str]] = []  # (student, notebook), every execution in order
         self.pools: list[FakePool] = []
         self.feedback_pools: list[FakePool] = []
 
     def answer(self, fn, args):
-        if fn is pipeline._probe:
+        if fn is execution_slot.probe:
             return self.probe
-        if fn is pipeline._execute_task:
+        if fn is execution_slot.execute_task:
             job = Job.from_json(args[0])
             self.executions.append((job.student, job.notebook))
             self.events.append(("execute", job.student))
@@ -290,7 +290,7 @@ def test_a_notebook_that_breaks_the_pool_twice_scores_zero(course):
 
 
 def test_a_probe_that_fails_stops_the_run_before_anything_executes(course):
-    harness = Harness(course, probe=pipeline.ProbeResult("user namespaces are disabled"))
+    harness = Harness(course, probe=execution_slot.ProbeResult("user namespaces are disabled"))
     run, problem = harness.grade(["ada", "bob"])
     assert problem == "user namespaces are disabled"
     assert harness.workers.executions == [] and run.executed == []
@@ -332,7 +332,7 @@ def test_a_second_assignment_keeps_the_first_ones_warm_pools_and_checked_sandbox
     harness = Harness(course)
     probes = []
     answer = harness.workers.answer
-    harness.workers.answer = lambda fn, args: (probes.append(1) if fn is pipeline._probe else None) or answer(fn, args)
+    harness.workers.answer = lambda fn, args: (probes.append(1) if fn is execution_slot.probe else None) or answer(fn, args)
     settings = GradeConfig(jobs=2, grader_version="test-grading-run", isolation="auto")
     first = pipeline.GradingRun(course, ASSIGNMENT, settings, config={}, pool_factory=harness.workers.pool,
                                 feedback_pool_factory=harness.workers.feedback_pool, phases=harness.nbgrader.phases())
@@ -347,7 +347,7 @@ def test_a_second_assignment_keeps_the_first_ones_warm_pools_and_checked_sandbox
 
 
 def test_a_second_assignment_after_a_failed_probe_executes_nothing(course):
-    harness = Harness(course, probe=pipeline.ProbeResult("no user namespaces"))
+    harness = Harness(course, probe=execution_slot.ProbeResult("no user namespaces"))
     first, problem = harness.grade(["ada"])
     assert problem == "no user namespaces"
     (course / "build" / "grading" / "B").mkdir(parents=True)

@@ -87,15 +87,15 @@ def test_the_slot_folder_is_the_same_for_every_run_and_not_in_tmp(monkeypatch, t
 def test_a_process_that_claimed_no_slot_gets_a_free_uid_not_slot_0s(tmp_path, fresh, monkeypatch):
     """A sandbox started outside a pool worker (which claims its slot first) must not borrow slot 0's uid:
     another grading run may hold slot 0 and share RLIMIT_NPROC with whatever this sandbox runs."""
-    from grader.grading import pipeline
+    from grader.grading import execution_slot
 
     folder = tmp_path / "slots"
     monkeypatch.setattr(slots, "slot_folder", lambda: folder)
     first, slot_a = holder(folder)
     try:
         assert slot_a == 0
-        assert pipeline._sandbox_uid() == pipeline.SANDBOX_UID_BASE + 1
-        assert slots.held() == 1 and pipeline._sandbox_uid() == pipeline.SANDBOX_UID_BASE + 1
+        assert execution_slot.sandbox_uid() == execution_slot.SANDBOX_UID_BASE + 1
+        assert slots.held() == 1 and execution_slot.sandbox_uid() == execution_slot.SANDBOX_UID_BASE + 1
     finally:
         first.kill()
         first.wait()

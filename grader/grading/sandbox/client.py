@@ -441,6 +441,9 @@ def _start_zygote_process(control: socket.socket, *extra: str, pass_fds: tuple[i
                             start_new_session=True, cwd="/")
 
 
+FACTORY_READY_SECONDS = 60.0  # a factory's fork has nothing to import: silence this long means it is stuck
+
+
 class Zygote:
     """A warm process (``grader.grading.sandbox.zygote``) that forks sandboxes on request.
 
@@ -481,12 +484,18 @@ class Zygote:
     def wait_ready(self) -> None:
         """Block until the zygote has imported its warm modules (its first line says so)."""
         if not self.ready:
+            if self.process is None:  # a fork of a warm factory answers at once: one that does not is broken
+                self.control.settimeout(FACTORY_READY_SECONDS)
             try:
                 started = self._reply().get("ready")
-            except SandboxError:
+            except (SandboxError, OSError) as error:
                 if self.process is None:
                     use_factory(None)  # the factory did not make one: this process starts its own from now on
-                raise
+                if isinstance(error, SandboxError):
+                    raise
+                raise SandboxError(f"the zygote factory did not answer ({type(error).__name__})") from error
+            finally:
+                self.control.settimeout(None)
             if not started:
                 raise SandboxError("the sandbox zygote did not start")
             self.ready = True
@@ -523,9 +532,10 @@ class Zygote:
     def close(self) -> None:
         """Stop the zygote; it first destroys the sandboxes it still has. Returns once it has."""
         try:
-            self.control.settimeout(30)
-            socket.send_fds(self.control, [json.dumps({"op": "exit"}).encode()], [])
-            self._reply()  # sent once its sandboxes are gone
+            if self.ready or self.process is not None:  # a factory's fork that never answered has no sandboxes
+                self.control.settimeout(30)
+                socket.send_fds(self.control, [json.dumps({"op": "exit"}).encode()], [])
+                self._reply()  # sent once its sandboxes are gone
         except (OSError, ValueError, SandboxError):
             pass
         try:
@@ -601,5 +611,11 @@ def default_zygote(wait: bool = True) -> Zygote:
                 pass  # the factory is gone: this process starts its own
         _default_zygote = _default_zygote or Zygote(wait=False)
     if wait:
-        _default_zygote.wait_ready()
+        try:
+            _default_zygote.wait_ready()
+        except SandboxError:
+            if _default_zygote.process is not None:
+                raise
+            _default_zygote.close()  # the factory failed this process: it starts its own (use_factory(None) done)
+            _default_zygote = Zygote()
     return _default_zygote
