@@ -21,6 +21,7 @@ def skip_iri_grammars() -> None:
 
 
 TORCH_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
+FACTORY_FOLDER_PREFIX = "lncourse-zygotes-"  # a ZygoteFactory's private folder (its socket, torch's cache)
 
 
 def private_torch_cache() -> str | None:

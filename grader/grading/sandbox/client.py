@@ -24,6 +24,7 @@ from pathlib import Path
 
 from grader.boundary import DelegationError, RemoteFunction, SandboxError, learner_exception
 from grader.grading.sandbox import protocol
+from grader.grading.startup import FACTORY_FOLDER_PREFIX, TORCH_CACHE_VARIABLE
 
 
 @dataclass
@@ -434,11 +435,12 @@ def _zygote_environment() -> dict:
     return env
 
 
-def _start_zygote_process(control: socket.socket, *extra: str, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+def _start_zygote_process(control: socket.socket, *extra: str, pass_fds: tuple[int, ...] = (),
+                          environment: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "grader.grading.sandbox.zygote", str(control.fileno()), *extra],
                             pass_fds=[control.fileno(), *pass_fds], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_zygote_environment(),
-                            start_new_session=True, cwd="/")
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**_zygote_environment(), **(environment or {})}, start_new_session=True, cwd="/")
 
 
 FACTORY_READY_SECONDS = 60.0  # a factory's fork has nothing to import: silence this long means it is stuck
@@ -557,15 +559,17 @@ class ZygoteFactory:
     """
 
     def __init__(self):
-        self.folder = tempfile.mkdtemp(prefix="lncourse-zygotes-")
+        self.folder = tempfile.mkdtemp(prefix=FACTORY_FOLDER_PREFIX)
         self.path = os.path.join(self.folder, "socket")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             listener.bind(self.path)  # OSError for a path over the limit (108 bytes): no factory
             listener.listen(64)
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            # torch's cache folder inside ours: close() may kill the factory mid-import, and removes both
             self.process = _start_zygote_process(theirs, "--factory", str(listener.fileno()),
-                                                 pass_fds=(listener.fileno(),))
+                                                 pass_fds=(listener.fileno(),),
+                                                 environment={TORCH_CACHE_VARIABLE: os.path.join(self.folder, "torch")})
             theirs.close()
         except OSError:
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -578,12 +582,11 @@ class ZygoteFactory:
         return self.process.poll() is None
 
     def close(self) -> None:
+        """Stop the factory now, even mid-import (a run whose results were all cached never needed it); the
+        zygotes it forked are not its children's keepers: each lives until its own client closes it."""
         self.control.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        self.process.kill()
+        self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

@@ -14,7 +14,7 @@ import signal
 import socket
 import sys
 
-from grader.grading.startup import private_torch_cache
+from grader.grading.startup import FACTORY_FOLDER_PREFIX, private_torch_cache
 
 # torch._dynamo is not the learner's: torch imports it on first use of a TorchDispatchMode (the
 # memory measurement and the delegation tripwires) or of autograd's grad. Imported after the fork,
@@ -184,14 +184,16 @@ def serve_factory(control: socket.socket, listener: socket.socket) -> None:
 
     try:
         _serve_connections(control, listener, select.select)
-    finally:  # however it ends (its grader gone, even killed): no socket left behind
+    finally:  # however its grader ended (even killed): no socket, no folder (torch's cache is in it) left
+        import shutil
+
         path = listener.getsockname()
-        for remove in (os.unlink, os.rmdir):
-            try:
-                remove(path)
-            except OSError:
-                pass
-            path = os.path.dirname(path)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        if os.path.basename(os.path.dirname(path)).startswith(FACTORY_FOLDER_PREFIX):
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
 def _serve_connections(control: socket.socket, listener: socket.socket, select) -> None:
