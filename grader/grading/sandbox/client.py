@@ -546,8 +546,9 @@ class Zygote:
             if self.process is not None:
                 self.process.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
-            self.process.kill()
-            self.process.wait()
+            if self.process is not None:  # a factory's fork is not our child: its socket closing ends it
+                self.process.kill()
+                self.process.wait()
 
 
 class ZygoteFactory:
