@@ -176,8 +176,13 @@ def _dask_pool(address: str, options: dict, seconds: float = 20.0):
     return pool, None
 
 
-class Interrupted(Exception):
-    """SIGTERM or SIGINT reached the grading run."""
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGINT reached the grading run.
+
+    Not an Exception: every ``except Exception`` that keeps one learner's failure from stopping the
+    class (ours, and nbgrader's around each notebook) would take it for that learner's failure and
+    grade on; nbgrader cleans up and re-raises a KeyboardInterrupt, as it does for Ctrl-C.
+    """
 
 
 NBGRADER_GLOB_CHARACTERS = "*?["  # in a student id, nbgrader's glob (notebook files) matches other learners

@@ -311,6 +311,26 @@ def test_record_runs_once_per_learner_after_all_their_notebooks(course):
     assert len(harness.workers.feedback_pools) == 1  # feedback asked once per learner, in one pool
 
 
+def test_a_signal_during_a_learners_record_stops_the_run_and_is_not_that_learners_failure(course):
+    """SIGTERM's handler raises Interrupted wherever the coordinator is: inside nbgrader's record of
+    one learner it must not be caught as that learner's failure (exit 3, the class graded on)."""
+    harness = Harness(course)
+    record = harness.nbgrader.run_phase
+
+    def interrupted_during_bob(config, root, assignment, student, phase, *args, **kwargs):
+        if phase == "record" and student == "bob":
+            try:  # nbgrader's own handling around each notebook
+                raise pipeline.Interrupted("SIGTERM")
+            except Exception:  # noqa: BLE001 - what nbgrader does with a notebook's failure
+                raise AssertionError("an interrupt was taken for a notebook's failure") from None
+        return record(config, root, assignment, student, phase, *args, **kwargs)
+
+    harness.nbgrader.run_phase = interrupted_during_bob
+    with pytest.raises(pipeline.Interrupted):
+        harness.grade(["ada", "bob", "cy"])
+    assert "bob" not in harness.nbgrader.recorded
+
+
 def test_a_learner_id_with_a_glob_character_is_not_graded_and_told_why(course):
     harness = Harness(course)
     run, problem = harness.grade(["a*b", "ada"])
