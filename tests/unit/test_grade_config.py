@@ -83,6 +83,27 @@ def test_the_command_line_reaches_grade(monkeypatch, tmp_path):
         cli.main(["grade", "03_backward", "--Execute.timeout=3"])  # only GradeConfig settings here
 
 
+def test_sandboxes_are_warmed_up_front_only_when_a_notebook_may_execute(monkeypatch, tmp_path):
+    """A class graded before is mostly cached: starting the warm processes (torch imported twice)
+    would cost seconds of CPU beside nbgrader's import, for nothing."""
+    started = []
+    monkeypatch.setattr("grader.grading.slot_pool.prestart", lambda: started.append(True))
+    monkeypatch.setattr("grader.grading.pipeline.grade", lambda assignment, **kwargs: 0)
+
+    def warmed(*options):
+        started.clear()
+        cli.main(["grade", "03_backward", "04_rmsnorm", "--root", str(tmp_path), *options])
+        return bool(started)
+
+    for student in ["ada", "bob"]:
+        (tmp_path / "submitted" / student / "03_backward").mkdir(parents=True)
+        (tmp_path / "autograded" / student / "03_backward").mkdir(parents=True)
+    assert not warmed() and warmed("--no-cache")
+    assert not warmed("--scheduler", "tcp://127.0.0.1:1")  # Dask workers have sandboxes of their own
+    (tmp_path / "submitted" / "cy" / "04_rmsnorm").mkdir(parents=True)  # never graded
+    assert warmed() and not warmed("--scheduler", "tcp://127.0.0.1:1")
+
+
 @pytest.mark.slow  # subprocesses of the command line
 def test_every_setting_has_help_and_help_all_lists_it():
     traits = GradeConfig.class_traits(config=True)
