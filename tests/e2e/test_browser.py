@@ -1,5 +1,10 @@
-"""A real browser: JupyterLab runs every solved notebook, every formula renders, and the geometry
-widget answers a drag.
+"""A real browser: JupyterLab runs every solved notebook that shows a widget, every formula of
+every notebook renders, and the geometry widget answers a drag.
+
+Run All Cells in the browser is kept for the notebooks with widgets, the part only a browser
+can show (a widget that fails renders an error there and nowhere else). The others' cells run
+in a real kernel in test_colab_like (at Colab's versions), in test_scripts and whenever a test
+grades them; here they are opened, and their formulas checked.
 
 One JupyterLab server (its own port, token, HOME and Jupyter folders, serving a temporary
 copy of solutions/) and one headless Chromium, driven by Playwright, serve every test here.
@@ -30,6 +35,15 @@ TIMINGS = ROOT / "test-artifacts" / "browser-timings.json"
 VIEWPORT = {"width": 1440, "height": 900}
 RUN_TIMEOUT_S = 300  # one notebook, Run All Cells until the kernel is idle again
 GEOMETRY = "02_geometry"
+
+
+def shows_a_widget(assignment: str) -> bool:
+    """Whether a code cell of the solved notebook builds or displays a widget."""
+    nb = json.loads((ROOT / "solutions" / f"{assignment}.ipynb").read_text(encoding="utf-8"))
+    return any("widget" in "".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+
+
+RUN_IN_LAB = [a for a in ASSIGNMENTS if shows_a_widget(a)]
 # LNCOURSE_BROWSER_FROM_SOURCE=1: serve the solved notebooks as build() makes them from today's
 # source/ (while authoring), instead of the committed solutions/.
 FROM_SOURCE = "LNCOURSE_BROWSER_FROM_SOURCE"
@@ -242,10 +256,15 @@ def record_run_time(assignment: str, seconds: float, nb: dict) -> None:
 
 @pytest.fixture(scope="module")
 def executed(browser, lab):
-    """assignment -> page with the solved notebook run to the end (each run once, on demand)."""
-    pages, timings, failures = {}, {}, {}
+    """assignment -> page with the solved notebook run to the end (each run once, on demand), or with
+    ``run=False`` only opened (an assignment run already gives its run page)."""
+    pages, timings, failures, opened = {}, {}, {}, {}
 
-    def get(assignment):
+    def get(assignment, run=True):
+        if not run and assignment not in pages:
+            if assignment not in opened:
+                opened[assignment] = open_notebook(browser, lab, assignment)
+            return opened[assignment], None
         if assignment in failures:  # one failed run is enough: the test that ran it shows why
             pytest.fail(f"{assignment} did not run to the end in JupyterLab:\n{failures[assignment][:1500]}")
         if assignment not in pages:
@@ -264,7 +283,11 @@ def executed(browser, lab):
     return get
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_the_notebooks_with_widgets_are_found():
+    assert GEOMETRY in RUN_IN_LAB and "05_placement" in RUN_IN_LAB and "03_backward" not in RUN_IN_LAB
+
+
+@pytest.mark.parametrize("assignment", RUN_IN_LAB)
 def test_solved_notebook_runs_clean_in_jupyterlab(executed, assignment):
     """Run All Cells in JupyterLab: every cell runs, none shows a traceback, an error or a warning."""
     page, seconds = executed(assignment)
@@ -407,7 +430,7 @@ def test_the_formula_report_sees_each_planted_mistake(browser, lab):
 def test_every_formula_renders(executed, lab, assignment):
     """MathJax typesets every $...$ and $$...$$ of every markdown cell: no error node, no undefined macro,
     no '$' left in the rendered text (issue 13: a lost backslash once showed as 'oldsymbol')."""
-    page, _ = executed(assignment)
+    page, _ = executed(assignment, run=assignment in RUN_IN_LAB)
     nb = json.loads((lab[2].parent / "notebooks" / f"{assignment}.ipynb").read_text())  # the notebook served
     expected = [expected_formulas("".join(c["source"])) for c in nb["cells"] if c["cell_type"] == "markdown"]
     report = math_report(page, sum(expected))
