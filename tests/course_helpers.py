@@ -65,12 +65,31 @@ def copy_course(course: Path, assignments: list[str] | None = None) -> Path:
     return course
 
 
-def make_course(tmp_path: Path, assignment: str = "03_backward", name: str = "course") -> Path:
-    """A course folder ``tmp_path/name`` with ``assignment``'s source, release and gradebook (`make build`)."""
-    from grader.course.build import build
+# assignment -> a course built once per test process (a build costs seconds: jupytext, nbgrader's
+# generate_assignment, a new gradebook); make_course hands out copies of it.
+_BUILT: dict[str, Path] = {}
 
-    course = copy_course(tmp_path / name, [assignment])
-    build(course, [assignment])
+
+def _built_course(assignment: str) -> Path:
+    if assignment not in _BUILT:
+        import atexit
+        import tempfile
+
+        from grader.course.build import build
+
+        holder = Path(tempfile.mkdtemp(prefix="lnc-built-course-"))
+        atexit.register(shutil.rmtree, holder, ignore_errors=True)
+        course = copy_course(holder / "course", [assignment])
+        build(course, [assignment])
+        _BUILT[assignment] = course
+    return _BUILT[assignment]
+
+
+def make_course(tmp_path: Path, assignment: str = "03_backward", name: str = "course") -> Path:
+    """A course folder ``tmp_path/name`` with ``assignment``'s source, release and gradebook, as `make build`
+    leaves them: a copy (files, modes and times) of one course this process built."""
+    course = tmp_path / name
+    shutil.copytree(_built_course(assignment), course, symlinks=True)
     return course
 
 
