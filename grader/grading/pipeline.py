@@ -51,9 +51,20 @@ from grader.grading.terminal import Progress, printable
 
 
 def load_config(root: Path):
+    """The course's nbgrader_config.py, with nbconvert validating each notebook once per step.
+
+    nbconvert validates the whole notebook against its JSON schema after every preprocessor
+    (seven per nbgrader step here, a third of the coordinator's time per learner);
+    ``Exporter.optimistic_validation`` validates once, after the last one, and still raises on an
+    invalid notebook. An instructor's own setting of it is kept.
+    """
     from traitlets.config.loader import PyFileConfigLoader
 
-    return PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    exporters = ("Exporter", "TemplateExporter", "NotebookExporter", "HTMLExporter")
+    if not any("optimistic_validation" in config.get(name, {}) for name in exporters):
+        config.Exporter.optimistic_validation = True
+    return config
 
 
 DEFAULT_EXCHANGE = "/srv/nbgrader/exchange"  # nbgrader's Exchange.root default

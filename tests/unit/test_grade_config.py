@@ -157,3 +157,28 @@ def test_the_record_phase_follows_the_configured_autograde_preprocessors(tmp_pat
     with pytest.raises(ValueError, match="no Execute step"):
         record_preprocessors(IsolatedAutograde(coursedir=CourseDirectory(root=str(tmp_path)), config=config)
                              .autograde_preprocessors)
+
+
+class BreakNotebook(Preprocessor):
+    """A preprocessor that leaves an invalid notebook (a cell without its source)."""
+
+    def preprocess(self, nb, resources):
+        del nb.cells[0]["source"]
+        return nb, resources
+
+
+def test_notebooks_are_validated_once_per_step_and_still_refused_when_invalid(tmp_path):
+    import nbformat
+    from nbconvert.exporters import NotebookExporter
+
+    from grader.grading.pipeline import load_config
+
+    config = load_config(_course(tmp_path, ""))
+    assert config.Exporter.optimistic_validation is True  # after the last preprocessor, not after each
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    exporter = NotebookExporter(config=config)
+    exporter.register_preprocessor(BreakNotebook(), enabled=True)
+    with pytest.raises(nbformat.ValidationError):
+        exporter.from_notebook_node(nb)
+    kept = load_config(_course(tmp_path, "c.NotebookExporter.optimistic_validation = False\n"))
+    assert "optimistic_validation" not in kept.Exporter  # the instructor's choice stands

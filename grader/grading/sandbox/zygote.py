@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -185,8 +186,6 @@ def serve_factory(control: socket.socket, listener: socket.socket) -> None:
     try:
         _serve_connections(control, listener, select.select)
     finally:  # however its grader ended (even killed): no socket, no folder (torch's cache is in it) left
-        import shutil
-
         path = listener.getsockname()
         try:
             os.unlink(path)
@@ -245,8 +244,6 @@ def main() -> None:
             serve_factory(control, listener)
     finally:
         if torch_cache and os.getpid() == owner:  # a fork that returns here does not own it
-            import shutil
-
             shutil.rmtree(torch_cache, ignore_errors=True)
 
 
