@@ -43,6 +43,7 @@ from typing import Callable
 from grader.course.build import course_root, tool_environment
 from grader.grading.config import GradeConfig, grade_config
 from grader.grading.execution_slot import die_with_parent, execute_task, probe
+from grader.grading.sandbox.isolation import LEVELS as ISOLATION_LEVELS
 from grader.grading.slot_pool import new_slot_pool
 from grader.grading.intake import expected_notebooks, mirror_submission
 from grader.grading.jobs import Job, ResultCache, accept, grader_version
@@ -650,6 +651,10 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
     classes = {a: _class_of(root, a) for a in assignments}
     if not any(classes.values()):
         return 1
+    if options.isolation not in ISOLATION_LEVELS:  # a typo: say so now, not after a sandbox failed to start
+        _print_nothing_scored(f"unknown isolation mode {printable(options.isolation, 100)!r}: use one of "
+                              f"{', '.join(ISOLATION_LEVELS)}", [a for a, students in classes.items() if students], [])
+        return 2
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     def interrupt(signum, frame):
@@ -685,11 +690,7 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
     if problem:
         run.kill_pool()
         done = [r.assignment for r in runs[:-1]]
-        left = [a for a, students in classes.items() if students and a not in done]
-        graded = f" ({', '.join(done)} graded before it)" if done else ""
-        print(f"grading stopped before any notebook ran: no sandbox could start ({printable(problem, 500)}).\n"
-              f"Nothing was scored of {', '.join(left)}{graded}. Check GradeConfig.isolation (--isolation, "
-              "LNCOURSE_ISOLATION) and the isolation levels in docs/instructors.md.", file=sys.stderr)
+        _print_nothing_scored(problem, [a for a, students in classes.items() if students and a not in done], done)
         if done:  # their grades are in the gradebook: the CSV holds them too
             export_csv(root, csv_path)
         return 2
@@ -705,6 +706,13 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
     if unfinished:
         return 3
     return 0 if all(classes.values()) else 1
+
+
+def _print_nothing_scored(problem: str, left: list[str], done: list[str]) -> None:
+    graded = f" ({', '.join(done)} graded before it)" if done else ""
+    print(f"grading stopped before any notebook ran: no sandbox could start ({printable(problem, 500)}).\n"
+          f"Nothing was scored of {', '.join(left)}{graded}. Check GradeConfig.isolation (--isolation, "
+          "LNCOURSE_ISOLATION) and the isolation levels in docs/instructors.md.", file=sys.stderr)
 
 
 def export_csv(root: Path, csv_path: Path) -> str | None:

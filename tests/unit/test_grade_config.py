@@ -182,3 +182,21 @@ def test_notebooks_are_validated_once_per_step_and_still_refused_when_invalid(tm
         exporter.from_notebook_node(nb)
     kept = load_config(_course(tmp_path, "c.NotebookExporter.optimistic_validation = False\n"))
     assert "optimistic_validation" not in kept.Exporter  # the instructor's choice stands
+
+
+def test_an_unknown_isolation_mode_stops_the_run_before_any_sandbox(tmp_path, monkeypatch, capsys):
+    from grader.grading import pipeline
+
+    course = _course(tmp_path, "")
+    for folder in ["submitted/ada/03_backward", "release/03_backward", "source/03_backward"]:
+        (course / folder).mkdir(parents=True)
+    (course / "source" / "03_backward" / "03_backward.ipynb").write_text("{}")
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("a grading run (pools, sandboxes) was started")
+
+    monkeypatch.setattr(pipeline, "GradingRun", no_run)
+    assert pipeline.grade("03_backward", root=course, isolation="usr") == 2
+    err = capsys.readouterr().err
+    assert "unknown isolation mode 'usr': use one of auto, user, userns, basic" in err and "Nothing was scored" in err
+    assert not (course / "build" / "grades.csv").exists()
