@@ -29,6 +29,8 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package (pyproj
 import jupytext
 import nbformat
 
+from grader.course import course_root  # noqa: F401 - where callers have always found it
+
 ASSIGNMENTS = ("01_bn_vs_ln", "02_geometry", "03_backward", "04_rmsnorm", "05_placement", "06_welford")
 
 HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
@@ -37,11 +39,6 @@ SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[^\n]*\n?", re.M)
 SOLUTION_REGION = re.compile(r"^[ \t]*### BEGIN SOLUTION[^\n]*\n(.*?)^[ \t]*### END SOLUTION", re.S | re.M)
 # Environment variable the Colab-like tests use to install from a local checkout.
 PACKAGE_SPEC_VARIABLE = "LNCOURSE_PACKAGE_SPEC"
-
-
-def course_root() -> Path:
-    """The repository root: the folder holding nbgrader_config.py."""
-    return Path(__file__).resolve().parents[2]  # grader/course/build.py
 
 
 def repository_settings(root: Path) -> dict:

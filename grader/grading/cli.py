@@ -6,7 +6,8 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grader.grading.startup import skip_iri_grammars
+    from grader.course import course_root
+    from grader.grading.startup import may_execute, skip_iri_grammars
 
     skip_iri_grammars()  # before anything imports nbformat
     from grader.grading.config import GradeConfig
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.assignment:
             grade_parser.error("the following arguments are required: assignment")
-        if args.scheduler is None and may_execute(args.root, args.assignment, args.use_cache):
+        if args.scheduler is None and may_execute(args.root or course_root(), args.assignment, args.use_cache):
             from grader.grading.slot_pool import prestart
 
             prestart()  # local slots: their warm processes import while this one imports nbgrader
@@ -96,16 +97,3 @@ def main(argv: list[str] | None = None) -> int:
         return report(args.assignment, root=args.root, identify=args.identify, out=args.out)
     return 2
 
-
-def may_execute(root: Path | None, assignments: list[str], use_cache: bool | None) -> bool:
-    """Whether this run will probably execute a notebook: a learner never graded, or ``--no-cache``.
-
-    Only then are the sandbox's warm processes started before nbgrader is imported: a class whose
-    every learner was graded before is mostly cached, and warming sandboxes it does not need costs
-    seconds of CPU. A guess either way costs time only: the pool starts at the first cache miss.
-    """
-    if use_cache is False:
-        return True
-    root = Path(root) if root is not None else Path(__file__).resolve().parents[2]  # as course_root()
-    return any(not (root / "autograded" / folder.parent.name / a).is_dir()
-               for a in assignments for folder in (root / "submitted").glob(f"*/{a}"))

@@ -43,8 +43,9 @@ from typing import Callable
 from grader.course.build import course_root, tool_environment
 from grader.grading.config import GradeConfig, grade_config
 from grader.grading.execution_slot import die_with_parent, execute_task, probe
-from grader.grading.sandbox.isolation import LEVELS as ISOLATION_LEVELS
+from grader.grading.sandbox.isolation import IsolationError, check_level
 from grader.grading.slot_pool import new_slot_pool
+from grader.grading.startup import never_graded
 from grader.grading.intake import expected_notebooks, mirror_submission
 from grader.grading.jobs import Job, ResultCache, accept, grader_version
 from grader.grading.terminal import Progress, printable
@@ -556,7 +557,7 @@ class GradingRun:
         self.total = len(students) * len(self.notebooks)
         self.progress.start(self.total)
         self.write_messages()
-        if students and any(not (self.root / "autograded" / s / self.assignment).is_dir() for s in students):
+        if never_graded(self.root, self.assignment, students):
             self._execution_pool()  # a learner never graded will execute: warm the sandboxes while nbgrader loads
         for student in students:
             self.sanitise(student)
@@ -651,9 +652,10 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
     classes = {a: _class_of(root, a) for a in assignments}
     if not any(classes.values()):
         return 1
-    if options.isolation not in ISOLATION_LEVELS:  # a typo: say so now, not after a sandbox failed to start
-        _print_nothing_scored(f"unknown isolation mode {printable(options.isolation, 100)!r}: use one of "
-                              f"{', '.join(ISOLATION_LEVELS)}", [a for a, students in classes.items() if students], [])
+    try:
+        check_level(options.isolation)  # a typo: say so now, not after a sandbox failed to start
+    except IsolationError as error:
+        _print_nothing_scored(str(error), [a for a, students in classes.items() if students], [])
         return 2
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 

@@ -658,7 +658,7 @@ def report(assignment: str, root: Path | None = None, identify: bool = False, ou
     from grader.grading.terminal import printable
 
     if root is None:
-        from grader.course.build import course_root  # imports jupytext: only when needed
+        from grader.course import course_root
 
         root = course_root()
     root = Path(root).resolve()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 SKIPPED_MODULE = "rfc3987_syntax"
 
@@ -39,3 +40,21 @@ def private_torch_cache() -> str | None:
     folder = tempfile.mkdtemp(prefix="lncourse-torch-")
     os.environ[TORCH_CACHE_VARIABLE] = folder
     return folder
+
+
+def never_graded(root: Path, assignment: str, students) -> bool:
+    """Whether one of ``students`` has no autograded/ folder for ``assignment``: their notebook will execute."""
+    return any(not (Path(root) / "autograded" / student / assignment).is_dir() for student in students)
+
+
+def may_execute(root: Path, assignments: list[str], use_cache: bool | None) -> bool:
+    """Whether a ``grader grade`` run will probably execute a notebook: a learner never graded, or ``--no-cache``.
+
+    Only then are the sandbox's warm processes started before nbgrader is imported: a class whose
+    every learner was graded before is mostly cached, and warming sandboxes it does not need costs
+    seconds of CPU. A guess either way costs time only: the pool starts at the first cache miss.
+    """
+    if use_cache is False:
+        return True
+    return any(never_graded(root, a, [folder.parent.name for folder in (Path(root) / "submitted").glob(f"*/{a}")])
+               for a in assignments)

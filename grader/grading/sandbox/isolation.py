@@ -227,10 +227,15 @@ def set_limits(limits: dict, tasks_already_running: int = 0) -> None:
             resource.setrlimit(which, (value, value))
 
 
+def check_level(requested: str) -> None:
+    """IsolationError unless ``requested`` names one of LEVELS."""
+    if requested not in LEVELS:
+        raise IsolationError(f"unknown isolation mode {requested[:100]!r}: use one of {', '.join(LEVELS)}")
+
+
 def choose_level(requested: str, is_root: bool) -> str:
     """The level to enforce for ``requested``: the same or stronger, never weaker (IsolationError)."""
-    if requested not in LEVELS:
-        raise IsolationError(f"unknown isolation mode {requested!r}: use one of {', '.join(LEVELS)}")
+    check_level(requested)
     if requested == "basic":
         return "basic"
     if is_root:
