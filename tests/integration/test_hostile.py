@@ -328,12 +328,16 @@ for _pid in filter(str.isdigit, _os.listdir("/proc")):
 print("DAEMONS %d" % _alive)
 '''
 
-# Limits. Correct functions that sleep just under the cell timeout (--timeout 20) on every call: the first
+# The cell timeout every grading of this class runs with: short, because the learners who hang or sleep cost it
+# each (and again at the re-grade: a limit hit is never cached), yet 10x what an honest test cell takes here.
+TIMEOUT = 10
+
+# Limits. Correct functions that sleep just under the cell timeout (TIMEOUT) on every call: the first
 # test cell alone calls layer_norm_jacobian 14 times, so without one budget per test cell this notebook would
 # run for minutes (calls x timeout). It is stopped at its first test cell, as nbgrader stops a notebook
 # whose cell times out.
 def slow_calls(right: dict) -> dict:
-    return {name: source.replace('"""\n', '"""\n    import time\n    time.sleep(19)\n', 1) for name, source in right.items()}
+    return {name: source.replace('"""\n', '"""\n    import time\n    time.sleep(%d)\n' % (TIMEOUT - 1), 1) for name, source in right.items()}
 
 
 HUGE_ERRORS = {
@@ -365,12 +369,12 @@ for _name in os.listdir("/proc/self/fd"):
 '''
 # 200 detached shell loops that spin for 25 s (each its own session), then a Python fork bomb whose children
 # idle: processes are bounded by the pids limit, but nothing bounds the CPU the loops take from the learners
-# graded at the same time unless the sandbox's CPU share is. Two answer cells sleep 12 s each (under the
+# graded at the same time unless the sandbox's CPU share is. Two answer cells sleep TIMEOUT - 4 s each (under the
 # timeout) while the loops spin; they stop before this notebook's later test cells, so its own grade and
 # messages do not depend on the machine's load.
 FORK_BOMB = r'''
 import os, time
-os.system("for i in $(seq 200); do (setsid timeout -s KILL 25 sh -c 'while :; do :; done' &) ; done")
+os.system("for i in $(seq 200); do (setsid timeout -s KILL 15 sh -c 'while :; do :; done' &) ; done")
 _forked = 0
 for _ in range(100000):
     try:
@@ -431,7 +435,7 @@ TRICK_ANSWERS.update({
     "slow_calls": slow_calls,  # from the correct answers (a function of them)
     "huge_errors": HUGE_ERRORS,
     "stop_reading": {"layer_norm_jacobian": WRONG["layer_norm_jacobian"] + "#" + "x" * 300_000 + "\n"},
-    "fork_bomb": {name: "import time\ntime.sleep(12)\n" + WRONG[name]
+    "fork_bomb": {name: f"import time\ntime.sleep({TIMEOUT - 4})\n" + WRONG[name]
                   for name in ("layer_norm_jacobian", "layer_norm_vjp")},
 })
 # An honest learner graded right after an attacker (names sort together), so both run at the same time.
@@ -474,7 +478,7 @@ def tree_digest(path):
     return digest.hexdigest()
 
 
-def grade(course, timeout=20, unrecordable=0):
+def grade(course, timeout=TIMEOUT, unrecordable=0):
     """Scores, messages and stdout of ``grader grade``; ``unrecordable``: how many learners the grader
     may fail to record (exit code 3, named on stderr), e.g. folder names nbgrader cannot store."""
     result = subprocess.run([sys.executable, "-m", "grader", "grade", ASSIGNMENT, "--root", str(course), "--timeout",
@@ -549,14 +553,14 @@ UNUSUAL = {  # case -> (learner, exercise whose solution cell holds it)
     "prints_a_lot": ("unusual_files", "layer_norm_jacobian"),
     "helper_module": ("unusual_files", "layer_norm_vjp"),
     "data_file_read_by_a_demo_cell": ("unusual_files", "layer_norm_backward"),
-    "slow_function_1s_per_call": ("unusual_slow", "layer_norm_vjp"),  # 8 calls in its test cell: 8 s of 20
+    "slow_function_half_a_second_per_call": ("unusual_slow", "layer_norm_vjp"),  # 8 calls in its test cell: 4 s of 10
 }
 
 
 def unusual_submissions(right: dict) -> dict:
     """learner -> (notebook, {extra file name: bytes}); all correct work that Jupyter runs as written."""
     jacobian, vjp, backward = (right[e] for e in EXERCISES)
-    slow_vjp = vjp.replace('"""\n', '"""\n    import time\n    time.sleep(1)\n', 1)
+    slow_vjp = vjp.replace('"""\n', '"""\n    import time\n    time.sleep(0.5)\n', 1)
     scaled = backward.replace("return dx,", "return SCALE * dx,", 1)
     assert slow_vjp != vjp and scaled != backward
     return {
@@ -935,14 +939,15 @@ def test_no_sandbox_process_outlives_grading(hostile_class):
 
 # -- 4: limits ------------------------------------------------------------------------------------------------
 def test_time_spent_in_test_cells_is_bounded(hostile_class):
-    """Correct functions that sleep 19 s per call: the first test cell (14 calls) is stopped at its budget of 20 s,
+    """Correct functions that sleep TIMEOUT - 1 s per call: the first test cell (14 calls) is stopped at its budget of TIMEOUT s,
     with a message; the notebook does not run calls x timeout."""
     messages = hostile_class.messages["hostile_slow_calls"]
     assert any("time limit" in m for m in messages), messages
     work = hostile_class.course / "build" / "grading" / ASSIGNMENT
     result = work / "results" / "hostile_slow_calls" / f"{ASSIGNMENT}.json"
     mirrored = work / "submitted" / "hostile_slow_calls" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-    assert result.stat().st_mtime - mirrored.stat().st_mtime < 200  # queued + executed: 14 x 19 s would be 266 s
+    without_budget = 14 * (TIMEOUT - 1)  # the first test cell's calls, one after another
+    assert result.stat().st_mtime - mirrored.stat().st_mtime < without_budget - 15  # queued + executed
     assert hostile_class.seconds < 900, f"grading the class took {hostile_class.seconds:.0f} s"
 
 
