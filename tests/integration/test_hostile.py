@@ -367,14 +367,16 @@ for _name in os.listdir("/proc/self/fd"):
         _keep.append(_w)
         os.dup2(_r, _fd)
 '''
-# 200 detached shell loops that spin for 25 s (each its own session), then a Python fork bomb whose children
+# 200 detached shell loops that spin (each its own session), then a Python fork bomb whose children
 # idle: processes are bounded by the pids limit, but nothing bounds the CPU the loops take from the learners
-# graded at the same time unless the sandbox's CPU share is. Two answer cells sleep TIMEOUT - 4 s each (under the
-# timeout) while the loops spin; they stop before this notebook's later test cells, so its own grade and
-# messages do not depend on the machine's load.
+# graded at the same time unless the sandbox's CPU share is. Two answer cells sleep FORK_BOMB_SLEEP s each (well
+# under the timeout) while the loops spin; the loops stop before this notebook's later test cells, so its own
+# grade and messages do not depend on the machine's load. Short: the loops spin a whole core while they live,
+# at the first grading and again at the re-grade.
+FORK_BOMB_SLEEP = 3
 FORK_BOMB = r'''
 import os, time
-os.system("for i in $(seq 200); do (setsid timeout -s KILL 15 sh -c 'while :; do :; done' &) ; done")
+os.system("for i in $(seq 200); do (setsid timeout -s KILL SPIN_SECONDS sh -c 'while :; do :; done' &) ; done")
 _forked = 0
 for _ in range(100000):
     try:
@@ -388,7 +390,7 @@ for _ in range(100000):
         break
     _forked += 1
 print("forked %d" % _forked)
-'''
+'''.replace("SPIN_SECONDS", str(2 * FORK_BOMB_SLEEP + 2))
 MEMORY_CHUNKS = r'''
 import os
 _kids = []
@@ -435,7 +437,7 @@ TRICK_ANSWERS.update({
     "slow_calls": slow_calls,  # from the correct answers (a function of them)
     "huge_errors": HUGE_ERRORS,
     "stop_reading": {"layer_norm_jacobian": WRONG["layer_norm_jacobian"] + "#" + "x" * 300_000 + "\n"},
-    "fork_bomb": {name: f"import time\ntime.sleep({TIMEOUT - 4})\n" + WRONG[name]
+    "fork_bomb": {name: f"import time\ntime.sleep({FORK_BOMB_SLEEP})\n" + WRONG[name]
                   for name in ("layer_norm_jacobian", "layer_norm_vjp")},
 })
 # An honest learner graded right after an attacker (names sort together), so both run at the same time.
