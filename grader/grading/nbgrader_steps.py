@@ -279,6 +279,31 @@ def course_directory(config, root: Path, assignment: str, student: str):
     return coursedir
 
 
+def gradebook_has_assignment(config, root: Path, assignment: str) -> bool:
+    """Whether the course's gradebook records ``assignment`` (nbgrader generate_assignment put it there).
+
+    Read only: a missing sqlite file is not created. Without the record nbgrader cannot sanitise or record any
+    learner. A gradebook that cannot be read counts as having it: the per-learner steps then say what is wrong.
+    """
+    from sqlalchemy import create_engine, inspect, text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    db_url = course_directory(config, root, assignment, "").db_url
+    if db_url.startswith("sqlite:///") and not Path(db_url.removeprefix("sqlite:///")).is_file():
+        return False
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as connection:
+            if "assignment" not in inspect(connection).get_table_names():
+                return False
+            query = text("SELECT 1 FROM assignment WHERE name = :name")
+            return connection.execute(query, {"name": assignment}).first() is not None
+    except SQLAlchemyError:
+        return True
+    finally:
+        engine.dispose()
+
+
 def run_phase(config, root: Path, assignment: str, student: str, phase: str, submitted_dir: str,
               results_dir: str = "", notes: list[str] = ()) -> None:
     """Run one phase for one student's submission; raises on nbgrader errors."""

@@ -605,15 +605,22 @@ def exposure_warning(root: Path) -> str | None:
             "gradebook. `chmod 700` it (docs/instructors.md).")
 
 
-def _class_of(root: Path, assignment: str) -> list[str] | None:
-    """The learners who submitted ``assignment`` (its source and release built if missing), or None if nobody did."""
+def _class_of(root: Path, assignment: str, config) -> list[str] | None:
+    """The learners who submitted ``assignment`` (its source, release and gradebook record built if missing), or None
+    if nobody did."""
     students = sorted(p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir())
     if not students:
         print(f"no submissions found under {root / 'submitted'}/*/{assignment}", file=sys.stderr)
         return None
-    if not (root / "source" / assignment / f"{assignment}.ipynb").exists() or not (root / "release" / assignment).exists():
+    from grader.grading.nbgrader_steps import gradebook_has_assignment
+
+    built = (root / "source" / assignment / f"{assignment}.ipynb").exists() and (root / "release" / assignment).exists()
+    if not built or not gradebook_has_assignment(config, root, assignment):
         from grader.course.build import build
 
+        if built:  # a new or replaced gradebook: nbgrader could not sanitise or record anyone
+            print(f"{assignment} is not in the gradebook: building it (nbgrader generate_assignment records it) "
+                  "before grading", file=sys.stderr)
         build(root, [assignment])
     work = root / "build" / "grading" / assignment
     shutil.rmtree(work, ignore_errors=True)
@@ -649,7 +656,7 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
     exposure = exposure_warning(root)
     if exposure:
         print(exposure, file=sys.stderr)
-    classes = {a: _class_of(root, a) for a in assignments}
+    classes = {a: _class_of(root, a, config) for a in assignments}
     if not any(classes.values()):
         return 1
     try:
