@@ -605,13 +605,18 @@ def exposure_warning(root: Path) -> str | None:
             "gradebook. `chmod 700` it (docs/instructors.md).")
 
 
-def _class_of(root: Path, assignment: str, config) -> list[str] | None:
-    """The learners who submitted ``assignment`` (its source, release and gradebook record built if missing), or None
-    if nobody did."""
+def _class_of(root: Path, assignment: str) -> list[str] | None:
+    """The learners who submitted ``assignment``, or None if nobody did."""
     students = sorted(p.parent.name for p in (root / "submitted").glob(f"*/{assignment}") if p.is_dir())
     if not students:
         print(f"no submissions found under {root / 'submitted'}/*/{assignment}", file=sys.stderr)
         return None
+    return students
+
+
+def _prepare(root: Path, assignment: str, config) -> None:
+    """Build what grading ``assignment`` needs if it is missing (its source notebook, release/, the gradebook's
+    record of it); a fresh work folder."""
     from grader.grading.nbgrader_steps import gradebook_has_assignment
 
     built = (root / "source" / assignment / f"{assignment}.ipynb").exists() and (root / "release" / assignment).exists()
@@ -626,7 +631,6 @@ def _class_of(root: Path, assignment: str, config) -> list[str] | None:
     shutil.rmtree(work, ignore_errors=True)
     (work / "sandboxes").mkdir(parents=True)
     os.chmod(work / "sandboxes", 0o711)  # sandbox uids reach their own folder, list nothing
-    return students
 
 
 def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path | None = None,
@@ -656,7 +660,7 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
     exposure = exposure_warning(root)
     if exposure:
         print(exposure, file=sys.stderr)
-    classes = {a: _class_of(root, a, config) for a in assignments}
+    classes = {a: _class_of(root, a) for a in assignments}
     if not any(classes.values()):
         return 1
     try:
@@ -664,6 +668,9 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
     except IsolationError as error:
         _print_nothing_scored(str(error), [a for a, students in classes.items() if students], [])
         return 2
+    for name, students in classes.items():
+        if students:
+            _prepare(root, name, config)
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     def interrupt(signum, frame):

@@ -53,15 +53,14 @@ def test_an_unreadable_gradebook_is_left_to_the_per_learner_steps(tmp_path):
 
 
 @pytest.mark.parametrize("recorded", [True, False])
-def test_class_of_builds_only_an_assignment_the_gradebook_lacks(tmp_path, monkeypatch, capsys, recorded):
+def test_prepare_builds_only_an_assignment_the_gradebook_lacks(tmp_path, monkeypatch, capsys, recorded):
     for folder in ["source", "release"]:
         (tmp_path / folder / ASSIGNMENT).mkdir(parents=True)
     (tmp_path / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").write_text("{}")
-    (tmp_path / "submitted" / "ada" / ASSIGNMENT).mkdir(parents=True)
     db = tmp_path / "gradebook.db"
     gradebook_with(db, [ASSIGNMENT] if recorded else ["04_rmsnorm"])
     built = []
     monkeypatch.setattr("grader.course.build.build", lambda root, assignments: built.append(assignments))
-    assert pipeline._class_of(tmp_path, ASSIGNMENT, config_for(db)) == ["ada"]
+    pipeline._prepare(tmp_path, ASSIGNMENT, config_for(db))
     assert built == ([] if recorded else [[ASSIGNMENT]])
     assert ("not in the gradebook" in capsys.readouterr().err) is not recorded
