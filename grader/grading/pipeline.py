@@ -283,6 +283,7 @@ class GradingRun:
         self.messages: dict[str, list[str]] = {}
         self.left: dict[str, int] = {}  # notebooks still executing, per learner
         self.executing: dict = {}  # future -> Task
+        self.broken_at_submit = 0  # pools found broken when a job was sent, since the last result
         self.feedback: dict = {}  # future -> student
         self.waiting: list[Task] = []  # tasks sanitised before the probe answered
         self.seconds: dict = {}
@@ -349,11 +350,11 @@ class GradingRun:
             pool.submit(int)  # start every worker (and its zygote) now, overlapping the first sanitising
         return pool
 
-    def _rebuild_pool(self) -> None:
-        """A worker died (killed, out of memory): every task it held runs again in a fresh pool."""
+    def _rebuild_pool(self, also: list[Task] = ()) -> None:
+        """A worker died (killed, out of memory): every task it held (and ``also``) runs again in a fresh pool."""
         _kill(self.pool)
         self.pool = self.pool_factory(self.jobs)
-        lost, self.executing = list(self.executing.values()), {}
+        lost, self.executing = [*self.executing.values(), *also], {}
         for task in lost:
             self._submit(task)  # counts as an attempt: a notebook that kills its worker twice scores zero
 
@@ -372,7 +373,7 @@ class GradingRun:
             self._done(task.student, task.notebook, None, "its grading process died twice or returned no valid "
                                                           "result; it scores zero: tell the instructor")
             return
-        task = task.resubmitted()
+        sent = task.resubmitted()
         if self.settings.scheduler:  # a Dask worker may not see this disk: the job travels with its bytes
             from grader.grading.dask_pool import pack, run_packed
 
@@ -382,10 +383,18 @@ class GradingRun:
                 self._done(task.student, task.notebook, None, f"its grading job could not be sent to the cluster "
                                                               f"({type(error).__name__}); it scores zero: tell the instructor")
                 return
-            future = self._execution_pool().submit(run_packed, packed)
+            call, argument = run_packed, packed
         else:
-            future = self._execution_pool().submit(execute_task, task.job.to_json())
-        self.executing[future] = task
+            call, argument = execute_task, task.job.to_json()
+        try:
+            future = self._execution_pool().submit(call, argument)
+        except BrokenProcessPool:
+            # A worker died (killed) before this job reached the pool: the job never ran, so it goes to a fresh pool
+            # without counting an attempt, unless fresh pools keep breaking before any result comes back.
+            self.broken_at_submit += 1
+            self._rebuild_pool(also=[task if self.broken_at_submit <= MAX_ATTEMPTS else sent])
+            return
+        self.executing[future] = sent
 
     # -- steps -----------------------------------------------------------------------
     def sanitise(self, student: str) -> None:
@@ -480,6 +489,7 @@ class GradingRun:
             self._done(task.student, task.notebook, None, f"grading it failed ({type(error).__name__}: "
                                                           f"{str(error)[:300]}); it scores zero: tell the instructor")
             return
+        self.broken_at_submit = 0  # a pool that answers
         result, problem = accept(task.job, text)
         if result is None:  # a worker answered for another job, or garbled: run it again, then zero
             self.refused.append(f"{task.student}/{task.notebook}: returned {problem}")

@@ -289,6 +289,49 @@ def test_a_notebook_that_breaks_the_pool_twice_scores_zero(course):
     assert harness.nbgrader.recorded == {"ada": [["nb2"]], "bob": [list(NOTEBOOKS)]}
 
 
+class BrokenAtSubmit(FakePool):
+    """A pool already broken when a job is sent (a worker was killed in between): ``submit`` raises, as
+    ProcessPoolExecutor's does, for the first ``left[0]`` executions sent to any pool."""
+
+    def __init__(self, workers, left: list):
+        super().__init__(workers)
+        self.left = left
+
+    def submit(self, fn, *args):
+        if fn is execution_slot.execute_task and self.left[0] > 0:
+            self.left[0] -= 1
+            raise BrokenProcessPool("a child process terminated abruptly")
+        return super().submit(fn, *args)
+
+
+def _broken_at_submit(harness: "Harness", times: int) -> None:
+    left = [times]
+
+    def pool(jobs):
+        harness.workers.pools.append(BrokenAtSubmit(harness.workers, left))
+        return harness.workers.pools[-1]
+    harness.workers.pool = pool
+
+
+def test_a_job_sent_to_an_already_broken_pool_costs_no_attempt(course):
+    """The job never ran: it goes to a fresh pool uncharged, so breaking its worker once more still gives full marks."""
+    harness = Harness(course, execute=_breaking(("ada", "nb1"), times=pipeline.MAX_ATTEMPTS - 1))
+    _broken_at_submit(harness, times=1)
+    run, problem = harness.grade(["ada"])
+    assert problem is None and harness.messages()["ada"] == []
+    assert sorted(run.executed) == [("ada", nb) for nb in NOTEBOOKS]
+    assert harness.workers.pools[0].closed and len(harness.workers.pools) == 1 + 1 + (pipeline.MAX_ATTEMPTS - 1)
+
+
+def test_pools_that_are_always_broken_end_the_run_with_zero(course):
+    """Every fresh pool broken before any result: each job is charged after a few tries, and the run ends."""
+    harness = Harness(course)
+    _broken_at_submit(harness, times=10**6)
+    run, problem = harness.grade(["ada"])
+    assert problem is None and run.executed == []
+    assert harness.messages()["ada"] == [f"{nb}: {ZERO}" for nb in NOTEBOOKS]
+
+
 def test_a_probe_that_fails_stops_the_run_before_anything_executes(course):
     harness = Harness(course, probe=execution_slot.ProbeResult("user namespaces are disabled"))
     run, problem = harness.grade(["ada", "bob"])
