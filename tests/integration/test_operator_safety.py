@@ -74,10 +74,13 @@ def test_sigterm_stops_every_process_and_a_rerun_completes_the_class(tmp_path):
     course = make_course(tmp_path)
     right = solution_sources()
     slow = "import time\ntime.sleep(3)\n"
-    escape = ("import subprocess, os\nsubprocess.Popen(['sleep', '300'], start_new_session=True)\n"
-              "if os.fork() == 0:\n    os.setsid()\n    time.sleep(300)\n    os._exit(0)\n")
+    # bob's escapees start first and his notebook then sleeps, so they live for seconds: the
+    # poll below sees them even on a loaded machine (after the sleep they lived ~0.5 s).
+    escape = ("import subprocess, os, time\nsubprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+              "if os.fork() == 0:\n    os.setsid()\n    time.sleep(300)\n    os._exit(0)\n"
+              "time.sleep(6)\n")
     for student in ["ada", "bob", "cy", "dee"]:
-        submit(course, student, submission(right, slow + (escape if student == "bob" else "")))
+        submit(course, student, submission(right, escape if student == "bob" else slow))
     command = [sys.executable, "-m", "grader", "grade", ASSIGNMENT, "--root", str(course), "--timeout", "60"]
     process = subprocess.Popen(command, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
