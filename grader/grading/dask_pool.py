@@ -58,11 +58,46 @@ def _private_file(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+def _pid_of(folder: Path) -> int | None:
+    """The worker pid in a scratch folder's name (``lncourse-dask-<pid>-<random>``), or None."""
+    parts = folder.name.split("-")
+    return int(parts[2]) if len(parts) >= 4 and parts[2].isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def sweep_dead_scratch(temp: Path | None = None) -> list[Path]:
+    """Remove the scratch folders of this user's workers that died without their atexit (a SIGKILLed
+    or OOM-killed worker leaves its sandboxes and job folders behind); returns what it removed.
+    Only folders owned by this uid whose pid is gone are touched: a live worker's folder is kept."""
+    removed = []
+    for folder in Path(temp or tempfile.gettempdir()).glob("lncourse-dask-*"):
+        pid = _pid_of(folder)
+        try:
+            owned = folder.lstat().st_uid == os.getuid() and folder.is_dir() and not folder.is_symlink()
+        except OSError:
+            continue
+        if pid is not None and owned and pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
 def _worker_scratch() -> Path:
-    """This worker's scratch folder for sandboxes: made once, sandbox uids may pass through it (0711)."""
+    """This worker's scratch folder for sandboxes and job folders: made once (named after this pid, so
+    a later worker can tell a dead one's folder), sandbox uids may pass through it (0711)."""
     global _scratch
     if _scratch is None or not _scratch.is_dir():
-        _scratch = Path(tempfile.mkdtemp(prefix="lncourse-dask-"))
+        sweep_dead_scratch()
+        _scratch = Path(tempfile.mkdtemp(prefix=f"lncourse-dask-{os.getpid()}-"))
         atexit.register(shutil.rmtree, _scratch, True)  # a worker that exits normally leaves nothing behind
         os.chmod(_scratch, 0o711)
         (_scratch / "sandboxes").mkdir(mode=0o711)
@@ -99,7 +134,8 @@ def run_packed(packed: str) -> tuple[str, float]:
     the local pool's ``execute_task`` returns (the result as JSON text, seconds)."""
     from grader.grading import execution_slot
 
-    folder = Path(tempfile.mkdtemp(prefix="lncourse-job-"))  # 0700: no sandbox uid reads the hidden tests
+    # 0700 inside the worker's scratch (so a killed worker's sweep takes it too): no sandbox uid reads it
+    folder = Path(tempfile.mkdtemp(prefix="job-", dir=_worker_scratch()))
     try:
         return execution_slot.execute_task(unpack(packed, folder).to_json())
     finally:

@@ -60,3 +60,22 @@ def test_a_packed_file_that_leaves_its_folder_is_refused(job, tmp_path, name):
     with pytest.raises(ValueError):
         dask_pool.unpack(json.dumps(packed), tmp_path / "worker")
     assert not (tmp_path / "escape.py").exists()
+
+
+def test_a_dead_workers_scratch_is_swept_and_a_live_ones_kept(tmp_path):
+    """A SIGKILLed worker never runs its atexit: the next worker of the same user removes its folder
+    (named after its pid), and nothing of a live worker's or of another naming."""
+    import subprocess
+    import sys
+
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()  # its pid is now free (reuse within this test is vanishingly unlikely)
+    dead = tmp_path / f"lncourse-dask-{finished.pid}-abc"
+    live = tmp_path / f"lncourse-dask-{os.getppid()}-def"
+    other = tmp_path / "lncourse-dask-xyz"
+    for folder in (dead, live, other):
+        (folder / "sandboxes" / "job-1").mkdir(parents=True)
+        (folder / "sandboxes" / "job-1" / "hidden.ipynb").write_text("{}")
+    assert dask_pool.sweep_dead_scratch(tmp_path) == [dead]
+    assert not dead.exists() and live.is_dir() and other.is_dir()
+    assert dask_pool.sweep_dead_scratch(tmp_path) == []
