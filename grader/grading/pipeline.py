@@ -164,7 +164,8 @@ def _feedback_task(args):
     _worker_config = _worker_config or load_config(Path(root))  # once per worker
     try:
         generate_feedback(_worker_config, Path(root), assignment, student)
-    except BaseException as error:  # noqa: BLE001 - nbgrader exits or raises on a broken notebook
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - nbgrader raises, or exits, on a broken notebook;
+        # KeyboardInterrupt is not caught: an operator's Ctrl-C stops feedback as it stops grading
         return student, f"no feedback could be generated ({type(error).__name__}: {str(error)[:200]})"
     return student, None
 

@@ -453,3 +453,28 @@ def test_grade_runs_each_assignment_after_the_one_before_and_names_one_nobody_su
     assert [r.assignment for r in made] == ["A", "B"] and made[0].after is None and made[1].after is made[0]
     assert len(exported) == 1 and "no submissions found" in capsys.readouterr().err
     assert pipeline.grade(["A", "B"], root=course) == 0
+
+
+@pytest.mark.parametrize("raised, told", [(SystemExit(1), "SystemExit"), (ValueError("broken cell"), "broken cell")])
+def test_feedback_that_nbgrader_cannot_make_is_a_message(tmp_path, monkeypatch, raised, told):
+    from grader.grading import nbgrader_steps
+
+    def failing(*args):
+        raise raised
+
+    monkeypatch.setattr(pipeline, "_worker_config", object())
+    monkeypatch.setattr(nbgrader_steps, "generate_feedback", failing)
+    student, message = pipeline._feedback_task((str(tmp_path), ASSIGNMENT, "ada"))
+    assert student == "ada" and "no feedback could be generated" in message and told in message
+
+
+def test_an_operators_interrupt_stops_feedback(tmp_path, monkeypatch):
+    from grader.grading import nbgrader_steps
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "_worker_config", object())
+    monkeypatch.setattr(nbgrader_steps, "generate_feedback", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline._feedback_task((str(tmp_path), ASSIGNMENT, "ada"))
