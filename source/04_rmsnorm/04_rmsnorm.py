@@ -58,7 +58,7 @@ from grader.predict import compare
 from normlab.run_mode import quick_run
 
 np.set_printoptions(precision=4, suppress=True)
-QUICK = quick_run()  # True under nbgrader: demo cells below do the least work that still runs them
+QUICK = quick_run()  # True under nbgrader: demo cells do the least work and figures are not drawn
 
 # %% [markdown]
 # ## 1. The definition

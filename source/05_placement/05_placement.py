@@ -64,7 +64,7 @@ from grader.predict import choose, compare
 from normlab.run_mode import quick_run
 
 np.set_printoptions(precision=3, suppress=True)
-QUICK = quick_run()  # True under nbgrader: demo cells below do the least work that still runs them
+QUICK = quick_run()  # True under nbgrader: demo cells do the least work and figures are not drawn
 
 # %% [markdown]
 # ## 1. Three ways to put a norm next to a residual

@@ -68,7 +68,7 @@ from normlab.welford_demo import (
     variance_errors,
 )
 
-QUICK = quick_run()  # True under nbgrader: demo cells below do the least work that still runs them
+QUICK = quick_run()  # True under nbgrader: demo cells do the least work and figures are not drawn
 U64, U32 = 2.0**-53, 2.0**-24  # unit roundoff: the largest relative error of one rounding
 print(f"float64: u = {U64:.2e}, about {-np.log10(U64):.1f} significant decimal digits")
 print(f"float32: u = {U32:.2e}, about {-np.log10(U32):.1f} significant decimal digits")

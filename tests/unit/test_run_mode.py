@@ -2,7 +2,9 @@
 import re
 from pathlib import Path
 
-from normlab.run_mode import quick_run
+import pytest
+
+from normlab.run_mode import NOT_DRAWN, draw_figures, quick_run
 
 SOURCES = sorted(Path(__file__).resolve().parents[2].glob("source/*/*.py"))
 
@@ -21,3 +23,49 @@ def test_one_flag_name_in_every_notebook():
         assert not re.search(r"\b(GRADING|FAST)\b", text), f"{source.name} uses another flag name"
         if "QUICK" in text:
             assert "QUICK = quick_run()" in text, source.name
+
+
+@pytest.fixture
+def shell():
+    """An IPython shell with the inline backend, as in a kernel; figures drawn again afterwards."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from matplotlib_inline.backend_inline import configure_inline_support
+
+    shell = InteractiveShell.instance()
+    configure_inline_support(shell, "inline")  # what `%matplotlib inline` does in a kernel
+    yield shell
+    draw_figures(True)
+
+
+def test_under_grading_figures_are_built_but_not_drawn(shell, monkeypatch):
+    import matplotlib.pyplot as plt
+    from matplotlib_inline.backend_inline import configure_inline_support
+
+    from normlab.axes import axis_picture
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    static = axis_picture()  # a figure that draws itself through _repr_png_
+    assert "image/png" in shell.display_formatter.format(fig)[0]
+    assert "image/png" in shell.display_formatter.format(static)[0]
+
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert quick_run() is True
+    for figure in (fig, static):
+        data, _ = shell.display_formatter.format(figure)
+        assert data == {"text/plain": NOT_DRAWN}
+    configure_inline_support(shell, "inline")  # a notebook that enables the backend again keeps it
+    assert shell.display_formatter.format(fig)[0] == {"text/plain": NOT_DRAWN}
+
+    draw_figures(True)
+    assert "image/png" in shell.display_formatter.format(fig)[0]
+    plt.close(fig)
+
+
+def test_outside_a_kernel_nothing_changes(monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setattr(InteractiveShell, "initialized", classmethod(lambda cls: False))
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert quick_run() is True  # a plain script: no shell to configure, and no error
