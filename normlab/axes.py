@@ -260,7 +260,7 @@ def spread_figure(batch_sizes, spreads: dict, *, tokens_per_sequence: int | None
     ax.set_title("The same token, normalised in different batches:\nBatchNorm's output is noisy, "
                  "most of all for small B", fontsize=10)
     ax.legend(fontsize=9)
-    fig.tight_layout()
+    fig.set_layout_engine("tight")
     return fig
 
 
@@ -283,5 +283,5 @@ def generation_gap_figure(gaps: dict, *, dpi: int = 100) -> StaticFigure:
     ax.set_title("One token at a time, BatchNorm computes a different function\nthan in training; "
                  "LayerNorm computes the same one", fontsize=10)
     ax.legend(fontsize=9)
-    fig.tight_layout()
+    fig.set_layout_engine("tight")
     return fig

@@ -360,7 +360,7 @@ def plot_gradient_scale(table: dict, *, normalise_x: bool = True, dpi: int = 100
     axes[0].set_ylabel(r"$\|\partial \mathcal{L} / \partial W_2\|_F$  (log scale)")
     _plain_log_ticks(axes[0].yaxis)  # the panels share y
     axes[-1].legend(title="depth", fontsize=8, title_fontsize=8, loc="best")
-    fig.tight_layout()
+    fig.set_layout_engine("tight")
     return fig
 
 
@@ -456,7 +456,7 @@ def plot_stream_growth(sublayer, depth: int = 64, *, d: int = 64, dpi: int = 100
         ax.grid(True, which="both", color="0.9", lw=0.6)
     _plain_log_ticks(ax2.xaxis)
     _plain_log_ticks(ax2.yaxis)
-    fig.tight_layout()
+    fig.set_layout_engine("tight")
     return fig
 
 
@@ -632,5 +632,5 @@ def plot_qk_logits(result: dict, *, dpi: int = 100) -> Figure:
                  f"with it, it stays ≤ {result['bound']:.3g} at every scale", fontsize=10)
     ax.grid(True, which="both", color="0.9", lw=0.6)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig.set_layout_engine("tight")
     return fig

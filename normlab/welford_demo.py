@@ -122,7 +122,7 @@ def variance_error_figure(offsets, panels: dict, unit_roundoff: dict, title: str
     axes[0][0].set_ylabel("relative error of the variance (0 drawn at 1e-18)")
     if title:
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    fig.set_layout_engine("tight")
     return fig
 
 
@@ -161,5 +161,5 @@ def summation_error_figure(errors: dict, unit_roundoff: float, title: str | None
     ax.set_ylabel("relative error of the sum")
     ax.set_title(title or "Summation error grows like n·u left to right, like log n·u pairwise", fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig.set_layout_engine("tight")
     return fig

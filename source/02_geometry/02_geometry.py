@@ -311,7 +311,7 @@ ax.set_xlabel(r"token spread $\sigma$ (units of x, log scale)")
 ax.set_ylabel(r"$\|\hat x\|^2 / d$ (fraction of $d$)")
 ax.set_title(r"With $\epsilon=10^{-5}$, tokens with $\sigma \lesssim 10^{-2}$ fall inside the sphere")
 ax.legend(loc="lower right", fontsize=8.5)
-fig.tight_layout()
+fig.set_layout_engine("tight")
 plt.show()
 
 for sigma in (1.0, 0.1, 0.01, np.sqrt(eps), 1e-3):
@@ -589,7 +589,7 @@ ax_a.set_ylabel("invariance gap (units of the output)")
 ax_a.set_title(r"Both ignore $a>0$ up to $\epsilon$, and fail as $a\sigma$ nears $\sqrt{\epsilon}$")
 for ax in (ax_c, ax_a):
     ax.legend(fontsize=8.5)
-fig.tight_layout()
+fig.set_layout_engine("tight")
 plt.show()
 
 # %% [markdown]
@@ -722,7 +722,7 @@ for ax in (ax_l, ax_n):
     ax.set_xscale("symlog", linthresh=1.0)
     ax.set_xlim(0, steps)
     ax.legend(fontsize=8)
-fig.tight_layout()
+fig.set_layout_engine("tight")
 plt.show()
 
 # %% [markdown]

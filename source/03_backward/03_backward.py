@@ -532,7 +532,7 @@ ax.set_xlabel("input scale a (token = a * x)")
 ax.set_ylabel("gradient norm through LayerNorm")
 ax.set_title("A token a times larger gets a gradient a times smaller")
 ax.legend()
-fig.tight_layout()
+fig.set_layout_engine("tight")
 plt.show()
 
 # %% [markdown]

@@ -463,7 +463,7 @@ ax_ratio.set_xlabel("number of squares added")
 ax_ratio.set_ylabel("bfloat16 total / next term")
 ax_ratio.set_title("Terms are lost once the total is ~256x them")
 ax_ratio.legend(markerscale=5)
-fig.tight_layout()
+fig.set_layout_engine("tight")
 plt.show()
 
 # %%
@@ -758,7 +758,7 @@ ax_right.set_xlabel("width d (features)")
 ax_right.set_ylabel(r"largest $|\,\|\cdot\|^2/d-1\,|$ over tokens")
 ax_right.set_title("Only RMSNorm(x) is at d for every token (up to eps)")
 ax_right.legend()
-fig.tight_layout()
+fig.set_layout_engine("tight")
 plt.show()
 print(f"largest deviation of |RMSNorm(x)|^2 / d from 1: {np.max(np.abs(output_sq / widths[:, None] - 1)):.1e}")
 

@@ -276,7 +276,7 @@ ax.set_xlabel("sublayer index ℓ")
 ax.set_ylabel("RMS of the stream  ‖x_ℓ‖ / √d")
 ax.set_title("Post-LN pins the stream; pre-LN and output-norm\nstreams grow like √ℓ")
 ax.legend(fontsize=8, ncol=2)
-fig.tight_layout()
+fig.set_layout_engine("tight")
 plt.show()
 
 # %% [markdown]
