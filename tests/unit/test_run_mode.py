@@ -38,6 +38,8 @@ def shell():
     draw_figures(True)
 
 
+# matplotlib-inline's own config class, made here for the first time (a kernel makes it at `import pyplot`)
+@pytest.mark.filterwarnings("ignore:InlineBackend._figure_formats_changed:DeprecationWarning")
 def test_under_grading_figures_are_built_but_not_drawn(shell, monkeypatch):
     import matplotlib.pyplot as plt
     from matplotlib_inline.backend_inline import configure_inline_support
