@@ -6,6 +6,8 @@ and figures are built but not drawn, so grading stays fast; graded cells never l
 """
 import os
 
+_figures_drawn = True  # draw_figures() in this kernel; widgets read it through figures_drawn()
+
 
 def quick_run() -> bool:
     """True while nbgrader executes the notebook: demo cells shrink their experiments.
@@ -35,6 +37,8 @@ def draw_figures(on: bool) -> None:
     shell = get_ipython()
     if shell is None:
         return
+    global _figures_drawn
+    _figures_drawn = on
     from IPython.core.pylabtools import select_figure_formats
     from matplotlib.figure import Figure
     from matplotlib_inline.backend_inline import InlineBackend
@@ -50,6 +54,11 @@ def draw_figures(on: bool) -> None:
         if mime.startswith("image/") or mime == "application/pdf":
             formatter.for_type(Figure, _no_image)
     formatters["text/plain"].for_type(Figure, _placeholder)
+
+
+def figures_drawn() -> bool:
+    """False after ``draw_figures(False)`` in this kernel: the widgets then skip encoding their image too."""
+    return _figures_drawn
 
 
 NOT_DRAWN = "[figure not drawn while grading: run the notebook to see it]"

@@ -71,3 +71,26 @@ def test_outside_a_kernel_nothing_changes(monkeypatch):
     monkeypatch.setattr(InteractiveShell, "initialized", classmethod(lambda cls: False))
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     assert quick_run() is True  # a plain script: no shell to configure, and no error
+
+
+@pytest.mark.filterwarnings("ignore:InlineBackend._figure_formats_changed:DeprecationWarning")
+def test_under_grading_the_widgets_encode_no_image(shell):
+    """The two widgets with a picture (02's bars, 05's placements) build and update without encoding a PNG."""
+    pytest.importorskip("ipywidgets")
+    from normlab import placement
+    from normlab.geometry import BarDragWidget
+    from tests.implementations.placement import sublayer_if_chain
+
+    draw_figures(False)
+    bars = BarDragWidget(show_rms=True)
+    placements = placement.placement_widget(sublayer_if_chain, depth=8, d=16, tokens=8, seeds=2, max_depth=16)
+    bars.sliders[0].value = 2.0
+    placements.depth.value = 12
+    assert (bars.n_renders, placements.n_renders) == (0, 0)
+    assert not bytes(bars.image.value) and not bytes(placements.image.value)
+    assert len(placements.lines["post"].get_xdata()) == 12  # still computed and updated
+
+    draw_figures(True)
+    placements.depth.value = 8
+    bars.sliders[0].value = 1.0
+    assert bytes(placements.image.value)[:4] == bytes(bars.image.value)[:4] == b"\x89PNG"
