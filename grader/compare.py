@@ -596,6 +596,10 @@ def _torch_recorder(report: MemoryReport):
                 yield from outputs(item)
 
     class Recorder(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls):
+            return False  # torch's opt-out: no torch._dynamo import (about 1 s of CPU) on the first dispatch
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             for tensor in outputs(out):

@@ -1,7 +1,7 @@
 """What every execution slot needs, imported once in the forkserver the slots are forked from.
 
 A slot runs the trusted test cells (``grader.grading.execute``, torch's reference norms in
-``grader.oracles``, autograd, which pulls in torch._dynamo). Imported per slot, that was 2-3 s of
+``grader.oracles``, autograd). Imported per slot, that was 2-3 s of
 CPU each, on the same cores as the zygotes' own imports. Nothing here runs torch: a forked child
 must not inherit a started thread pool.
 """
@@ -17,7 +17,6 @@ if _torch_cache:  # the forkserver removes it when it exits; the slots leave by 
     atexit.register(lambda: os.getpid() == _owner and shutil.rmtree(_torch_cache, ignore_errors=True))
 
 import torch  # noqa: E402,F401
-import torch._dynamo  # noqa: E402,F401
 
 import grader.grading.execute  # noqa: E402,F401
 import grader.grading.execution_slot  # noqa: E402,F401 - the slot's initializer and tasks

@@ -53,3 +53,39 @@ def test_the_command_line_skips_them_before_anything_imports_nbformat():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=subprocess_env(), capture_output=True,
                             text=True, timeout=120)
     assert result.stdout.strip().endswith("True"), result.stdout[-500:] + result.stderr[-2000:]
+
+
+DISPATCH_PROBE = """
+import sys
+import numpy as np
+import torch
+from grader.compare import measuring_memory
+from grader.grading.sandbox.worker import Worker
+
+with measuring_memory(track_torch=True) as memory:
+    torch.ones(1000) * 2.0
+wires = Worker.Tripwires(Worker.TRIPWIRE_FUNCTIONS, Worker.TRIPWIRE_MODULES, Worker.TRIPWIRE_PACKAGES,
+                         Worker.TRIPWIRE_SPARED)
+wires.start()
+torch.nn.functional.layer_norm(torch.ones(2, 4), (4,))
+calls = wires.stop()
+print(memory.peak > 0, calls, "torch._dynamo" in sys.modules)
+"""
+
+
+def test_the_grader_dispatch_modes_never_import_torch_dynamo():
+    """The memory measurement and the delegation recorder (both torch dispatch modes) work without
+    torch._dynamo: torch would import it (about 1 s of CPU) on a mode's first dispatch, in every
+    notebook's sandbox, since neither the zygote nor the slots import it in advance."""
+    done = subprocess.run([sys.executable, "-c", DISPATCH_PROBE], cwd=ROOT, env=subprocess_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "['torch.ops.aten.native_layer_norm']", "False"], done.stdout
+
+
+def test_no_warm_process_imports_torch_dynamo():
+    """The slots' forkserver and the zygote factory leave torch._dynamo out: it cost every run 2.4 s of CPU."""
+    from grader.grading.sandbox import zygote
+
+    assert not [m for m in zygote.WARM_MODULES if m.startswith("torch._dynamo")]
+    assert "torch._dynamo" not in (ROOT / "grader" / "grading" / "warm_slot.py").read_text()

@@ -472,6 +472,10 @@ class Worker:
             watched = self.DISPATCHED
 
             class Recorder(TorchDispatchMode):
+                @classmethod
+                def _should_skip_dynamo(cls):
+                    return False  # torch's opt-out: no torch._dynamo import (about 1 s of CPU) on the first dispatch
+
                 def __init__(self):
                     super().__init__()
                     self.seen = []

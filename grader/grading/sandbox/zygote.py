@@ -17,10 +17,10 @@ import sys
 
 from grader.grading.startup import FACTORY_FOLDER_PREFIX, private_torch_cache
 
-# torch._dynamo is not the learner's: torch imports it on first use of a TorchDispatchMode (the
-# memory measurement and the delegation tripwires) or of autograd's grad. Imported after the fork,
-# it cost every notebook about a second (sympy, torch.distributed, torch.onnx); here, once.
-WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell", "torch", "torch._dynamo",
+# Not torch._dynamo (about 1 s of CPU): torch would import it on the first use of a TorchDispatchMode,
+# but the grader's two (the memory measurement, the delegation recorder) opt out (``_should_skip_dynamo``),
+# so a notebook imports it only if it compiles something itself.
+WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell", "torch",
                 "ipykernel.inprocess.ipkernel", "IPython.core.magics", "IPython.core.completer",
                 "IPython.core.oinspect", "IPython.core.application", "IPython.core.completerlib", "IPython.core.pylabtools",
                 "tornado.platform.asyncio", "tornado.queues", "tornado.gen", "sqlite3", "bdb", "tracemalloc",
