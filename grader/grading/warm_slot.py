@@ -17,6 +17,7 @@ if _torch_cache:  # the forkserver removes it when it exits; the slots leave by 
     atexit.register(lambda: os.getpid() == _owner and shutil.rmtree(_torch_cache, ignore_errors=True))
 
 import torch  # noqa: E402,F401
+import torch.fx.experimental.symbolic_shapes  # noqa: E402,F401 - torch.autograd.grad's first call with grad_outputs
 
 import grader.grading.execute  # noqa: E402,F401
 import grader.grading.execution_slot  # noqa: E402,F401 - the slot's initializer and tasks

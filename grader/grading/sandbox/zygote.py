@@ -17,10 +17,12 @@ import sys
 
 from grader.grading.startup import FACTORY_FOLDER_PREFIX, private_torch_cache
 
-# Not torch._dynamo (about 1 s of CPU): torch would import it on the first use of a TorchDispatchMode,
-# but the grader's two (the memory measurement, the delegation recorder) opt out (``_should_skip_dynamo``),
-# so a notebook imports it only if it compiles something itself.
-WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell", "torch",
+# torch.fx.experimental.symbolic_shapes (and with it sympy): torch.autograd.grad imports it on its first
+# call with grad_outputs, which the checks' autograd oracles make; after the fork that cost every notebook
+# about 0.3 s. Not torch._dynamo (about 1 s more): torch would import it on the first use of a
+# TorchDispatchMode, but the grader's two (the memory measurement, the delegation recorder) opt out
+# (``_should_skip_dynamo``), so a notebook imports it only if it compiles something itself.
+WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell", "torch", "torch.fx.experimental.symbolic_shapes",
                 "ipykernel.inprocess.ipkernel", "IPython.core.magics", "IPython.core.completer",
                 "IPython.core.oinspect", "IPython.core.application", "IPython.core.completerlib", "IPython.core.pylabtools",
                 "tornado.platform.asyncio", "tornado.queues", "tornado.gen", "sqlite3", "bdb", "tracemalloc",
