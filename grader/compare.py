@@ -541,13 +541,29 @@ class MemoryReport:
             self.largest_bytes, self.largest_shape, self.largest_kind = int(nbytes), tuple(shape), kind
 
 
+@functools.cache
+def uncompiled_dispatch_mode():
+    """torch's ``TorchDispatchMode``, for modes that only watch and are never compiled (raises ImportError
+    without torch). torch wraps a subclass's ``__torch_dispatch__`` so that Dynamo skips it, which imports
+    torch._dynamo (about 1 s of CPU) on the first dispatch; this base takes torch's opt-out."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class UncompiledDispatchMode(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls):
+            return False
+
+    return UncompiledDispatchMode
+
+
 def _torch_recorder(report: MemoryReport):
     """A TorchDispatchMode that counts the storage of every tensor an operation creates, or None."""
     import weakref
 
     try:
         import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
+
+        TorchDispatchMode = uncompiled_dispatch_mode()
     except Exception:  # noqa: BLE001 - no torch, or a torch without dispatch modes: numpy only
         return None
 
@@ -596,10 +612,6 @@ def _torch_recorder(report: MemoryReport):
                 yield from outputs(item)
 
     class Recorder(TorchDispatchMode):
-        @classmethod
-        def _should_skip_dynamo(cls):
-            return False  # torch's opt-out: no torch._dynamo import (about 1 s of CPU) on the first dispatch
-
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             for tensor in outputs(out):

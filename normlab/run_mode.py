@@ -6,8 +6,6 @@ and figures are built but not drawn, so grading stays fast; graded cells never l
 """
 import os
 
-_figures_drawn = True  # draw_figures() in this kernel; widgets read it through figures_drawn()
-
 
 def quick_run() -> bool:
     """True while nbgrader executes the notebook: demo cells shrink their experiments.
@@ -37,8 +35,6 @@ def draw_figures(on: bool) -> None:
     shell = get_ipython()
     if shell is None:
         return
-    global _figures_drawn
-    _figures_drawn = on
     from IPython.core.pylabtools import select_figure_formats
     from matplotlib.figure import Figure
     from matplotlib_inline.backend_inline import InlineBackend
@@ -57,8 +53,17 @@ def draw_figures(on: bool) -> None:
 
 
 def figures_drawn() -> bool:
-    """False after ``draw_figures(False)`` in this kernel: the widgets then skip encoding their image too."""
-    return _figures_drawn
+    """False in a kernel whose inline backend draws no image format (``draw_figures(False)``): the
+    widgets then skip encoding their picture too. True outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return True
+    if get_ipython() is None:
+        return True
+    from matplotlib_inline.backend_inline import InlineBackend
+
+    return not InlineBackend.initialized() or bool(InlineBackend.instance().figure_formats)
 
 
 NOT_DRAWN = "[figure not drawn while grading: run the notebook to see it]"

@@ -466,16 +466,14 @@ class Worker:
             if "torch" not in sys.modules:
                 return None
             try:
-                from torch.utils._python_dispatch import TorchDispatchMode
+                from grader.compare import uncompiled_dispatch_mode
+
+                TorchDispatchMode = uncompiled_dispatch_mode()
             except ImportError:
                 return None
             watched = self.DISPATCHED
 
             class Recorder(TorchDispatchMode):
-                @classmethod
-                def _should_skip_dynamo(cls):
-                    return False  # torch's opt-out: no torch._dynamo import (about 1 s of CPU) on the first dispatch
-
                 def __init__(self):
                     super().__init__()
                     self.seen = []
