@@ -56,6 +56,27 @@ def test_release_contains_only_notebooks(rebuilt):
         assert files == [f"{assignment}.ipynb"], f"nbgrader copied extra files into release/{assignment}: {files}"
 
 
+@pytest.mark.slow  # builds the whole course in a copy (`make build`), about 10 s once
+def test_the_new_gradebook_is_stamped_with_the_head_alembic_reports(rebuilt):
+    """The build reads nbgrader's migration head in process (grader.course.release_batch); the stamp
+    is what nbgrader's own `alembic heads` child process reports, so nbgrader's upgrades still apply."""
+    import sqlite3
+
+    from nbgrader.api import get_alembic_version
+
+    from grader.course.build import tool_environment
+
+    with sqlite3.connect(rebuilt / "build" / "gradebook.db") as db:
+        stamped = db.execute("SELECT version_num FROM alembic_version").fetchall()
+    path = os.environ["PATH"]
+    os.environ["PATH"] = tool_environment()["PATH"]  # `alembic` is the venv's script
+    try:
+        reported = get_alembic_version()
+    finally:
+        os.environ["PATH"] = path
+    assert stamped == [(reported,)]
+
+
 def solution_and_hidden_lines(assignment, root=ROOT):
     """Lines of code learners must not see: solution bodies and hidden tests."""
     source = (root / "source" / assignment / f"{assignment}.py").read_text()

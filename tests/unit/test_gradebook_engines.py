@@ -1,6 +1,7 @@
 """grader.grading.gradebook_engines: nbgrader's gradebooks share one engine per database in a process."""
 import os
 import shutil
+import sqlite3
 
 import pytest
 
@@ -67,3 +68,34 @@ def test_a_forked_child_makes_its_own_engine(tmp_path, empty_gradebook):
     answer = os.read(read, 1)
     os.waitpid(pid, 0)
     assert answer == b"1"
+
+
+
+def test_the_schema_is_made_only_where_a_table_is_missing(tmp_path, empty_gradebook, monkeypatch):
+    gradebook_engines.install()
+    from nbgrader import api
+
+    monkeypatch.setenv("PATH", tool_environment()["PATH"])  # a new gradebook: nbgrader runs `alembic`
+    made = []
+    original = gradebook_engines._original_create_all
+    monkeypatch.setattr(gradebook_engines, "_original_create_all",
+                        lambda *args, **kwargs: made.append(1) or original(*args, **kwargs))
+    url = database(empty_gradebook, tmp_path)
+    with api.Gradebook(url) as first:
+        first.add_student("ada")
+    with api.Gradebook(url) as second:
+        assert [s.id for s in second.students] == ["ada"]
+    assert made == []  # every table was there
+    (tmp_path / "gradebook.db").unlink()  # replaced by an empty file under the same name
+    (tmp_path / "gradebook.db").write_bytes(b"")
+    with api.Gradebook(url) as third:
+        assert third.students == []
+        third.add_student("bo")
+    assert made == [1]
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:  # a table dropped: made again
+        db.execute("DROP TABLE grade")
+    with api.Gradebook(url) as fourth:
+        assert [s.id for s in fourth.students] == ["bo"]
+    assert made == [1, 1]
+    with sqlite3.connect(tmp_path / "gradebook.db") as db:
+        assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'grade'").fetchone() == (1,)
