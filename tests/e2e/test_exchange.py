@@ -29,8 +29,8 @@ from tests.course_helpers import copy_course, splice
 pytestmark = pytest.mark.slow
 
 # Two assignments, graded in one command: the cycle's steps do not depend on the notebook. Each of
-# the six assignments' own tests are checked elsewhere: test_build (solutions pass, stubs fail,
-# every mutant diagnosed as graded), test_no_solution_leak (no hidden test where learners read).
+# the six assignments' own tests are checked elsewhere: test_build (solutions pass, stubs fail),
+# test_misconceptions (every mutant diagnosed as graded), test_no_solution_leak (no hidden test where learners read).
 ASSIGNMENTS = ["02_geometry", "04_rmsnorm"]
 COURSE_ID = "layernorm-rmsnorm"  # c.CourseDirectory.course_id in nbgrader_config.py
 STUDENTS = {"alice": "full", "bob": "partial", "carol": "blank"}
