@@ -7,7 +7,7 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     from grader.course import course_root
-    from grader.grading.startup import may_execute, skip_iri_grammars
+    from grader.grading.startup import may_execute, names_a_scheduler, skip_iri_grammars
 
     skip_iri_grammars()  # before anything imports nbformat
     from grader.grading.config import GradeConfig
@@ -81,7 +81,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.assignment:
             grade_parser.error("the following arguments are required: assignment")
-        if args.scheduler is None and may_execute(args.root or course_root(), args.assignment, args.use_cache):
+        root = args.root or course_root()
+        local = not args.scheduler if args.scheduler is not None else not names_a_scheduler(root, extra)
+        if local and may_execute(root, args.assignment, args.use_cache):
             from grader.grading.slot_pool import prestart
 
             prestart()  # local slots: their warm processes import while this one imports nbgrader

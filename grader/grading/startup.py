@@ -1,6 +1,7 @@
 """What the grader's own processes do before their first import of nbformat."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -40,6 +41,27 @@ def private_torch_cache() -> str | None:
     folder = tempfile.mkdtemp(prefix="lncourse-torch-")
     os.environ[TORCH_CACHE_VARIABLE] = folder
     return folder
+
+
+_SCHEDULER_SETTING = re.compile(r"^[ \t]*c\.GradeConfig\.scheduler[ \t]*=[ \t]*(?![ \t]*(?:''|\"\"|None)[ \t]*(?:#.*)?$)\S",
+                                re.M)
+
+
+def names_a_scheduler(root: Path, argv: list[str]) -> bool:
+    """Whether a run probably sends its jobs to Dask (``GradeConfig.scheduler``) when ``--scheduler`` is not given:
+    ``--GradeConfig.scheduler=ADDRESS`` among ``argv``, else a line of the course's nbgrader_config.py that sets it.
+
+    The file is read as text: loading it imports nbgrader, the very import the local pool's warm processes
+    start beside (``may_execute``). A wrong guess costs time only: the pool starts when a job needs it.
+    """
+    given = [a.split("=", 1)[1] for a in argv if a.startswith("--GradeConfig.scheduler=")]
+    if given:
+        return bool(given[-1].strip().strip("'\""))
+    try:
+        text = (Path(root) / "nbgrader_config.py").read_text(errors="replace")
+    except OSError:
+        return False
+    return bool(_SCHEDULER_SETTING.search(text))
 
 
 def never_graded(root: Path, assignment: str, students) -> bool:

@@ -102,6 +102,15 @@ def test_sandboxes_are_warmed_up_front_only_when_a_notebook_may_execute(monkeypa
     assert not warmed("--scheduler", "tcp://127.0.0.1:1")  # Dask workers have sandboxes of their own
     (tmp_path / "submitted" / "cy" / "04_rmsnorm").mkdir(parents=True)  # never graded
     assert warmed() and not warmed("--scheduler", "tcp://127.0.0.1:1")
+    # a scheduler named on the command line, or set in the course's nbgrader_config.py (read as text)
+    assert not warmed("--GradeConfig.scheduler=tcp://127.0.0.1:1") and warmed("--GradeConfig.scheduler=")
+    config = tmp_path / "nbgrader_config.py"
+    config.write_text("c = get_config()\n# c.GradeConfig.scheduler = 'tcp://127.0.0.1:1'\nc.GradeConfig.scheduler_timeout = 5\n")
+    assert warmed()
+    config.write_text("c = get_config()\nc.GradeConfig.scheduler = 'tcp://127.0.0.1:1'  # the department's cluster\n")
+    assert not warmed() and warmed("--scheduler", "")  # '' on the command line: the local pool after all
+    config.write_text("c = get_config()\nc.GradeConfig.scheduler = ''\n")
+    assert warmed()
 
 
 @pytest.mark.slow  # subprocesses of the command line
