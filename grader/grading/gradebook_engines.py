@@ -9,7 +9,7 @@ connections close; the compiled statements stay), so nothing holds the database 
 steps, and a forked process starts with no engine of its parent's.
 
 Each ``Gradebook`` also runs ``create_all`` before its first query, which asks the database about
-every table in turn (a third of the time of opening one). ``install`` puts one question first:
+every table in turn (about 40 % of the time of opening one). ``install`` puts one question first:
 the list of tables; when every table of nbgrader's schema is already there, nothing else is asked.
 A new or damaged database still gets nbgrader's own ``create_all``.
 """
