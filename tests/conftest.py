@@ -29,6 +29,16 @@ def root() -> Path:
     return ROOT
 
 
+@pytest.fixture(scope="session", autouse=True)
+def built_courses_folder(tmp_path_factory):
+    """Where tests.course_helpers builds the courses make_course copies: pytest's temporary tree."""
+    from tests import course_helpers
+
+    course_helpers.BUILT_COURSES = tmp_path_factory.mktemp("built-courses")
+    yield course_helpers.BUILT_COURSES
+    course_helpers.BUILT_COURSES = None
+
+
 def subprocess_env() -> dict:
     """Environment for child processes: headless matplotlib, the venv's tools on PATH."""
     env = dict(os.environ)

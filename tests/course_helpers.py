@@ -66,19 +66,25 @@ def copy_course(course: Path, assignments: list[str] | None = None) -> Path:
 
 
 # assignment -> a course built once per test process (a build costs seconds: jupytext, nbgrader's
-# generate_assignment, a new gradebook); make_course hands out copies of it.
+# generate_assignment, a new gradebook); make_course hands out copies of it. They are built in
+# BUILT_COURSES, a folder of pytest's own temporary tree (conftest sets it): pytest removes it in a
+# later session even if this process is killed (an atexit clean-up would not run then).
 _BUILT: dict[str, Path] = {}
+BUILT_COURSES: Path | None = None
 
 
 def _built_course(assignment: str) -> Path:
     if assignment not in _BUILT:
-        import atexit
-        import tempfile
-
         from grader.course.build import build
 
-        holder = Path(tempfile.mkdtemp(prefix="lnc-built-course-"))
-        atexit.register(shutil.rmtree, holder, ignore_errors=True)
+        if BUILT_COURSES is None:  # outside pytest: a folder removed when this process exits
+            import atexit
+            import tempfile
+
+            holder = Path(tempfile.mkdtemp(prefix="lnc-built-course-"))
+            atexit.register(shutil.rmtree, holder, ignore_errors=True)
+        else:
+            holder = BUILT_COURSES / assignment
         course = copy_course(holder / "course", [assignment])
         build(course, [assignment])
         _BUILT[assignment] = course
