@@ -67,8 +67,8 @@ def copy_course(course: Path, assignments: list[str] | None = None) -> Path:
 
 # assignment -> a course built once per test process (a build costs seconds: jupytext, nbgrader's
 # generate_assignment, a new gradebook); make_course hands out copies of it. They are built in
-# BUILT_COURSES, a folder of pytest's own temporary tree (conftest sets it): pytest removes it in a
-# later session even if this process is killed (an atexit clean-up would not run then).
+# BUILT_COURSES, a folder of pytest's temporary tree (tests/conftest.py sets it): pytest removes it in a
+# later session even if this process is killed.
 _BUILT: dict[str, Path] = {}
 BUILT_COURSES: Path | None = None
 
@@ -77,15 +77,8 @@ def _built_course(assignment: str) -> Path:
     if assignment not in _BUILT:
         from grader.course.build import build
 
-        if BUILT_COURSES is None:  # outside pytest: a folder removed when this process exits
-            import atexit
-            import tempfile
-
-            holder = Path(tempfile.mkdtemp(prefix="lnc-built-course-"))
-            atexit.register(shutil.rmtree, holder, ignore_errors=True)
-        else:
-            holder = BUILT_COURSES / assignment
-        course = copy_course(holder / "course", [assignment])
+        assert BUILT_COURSES is not None, "tests/conftest.py's built_courses_folder fixture sets BUILT_COURSES"
+        course = copy_course(BUILT_COURSES / assignment / "course", [assignment])
         build(course, [assignment])
         _BUILT[assignment] = course
     return _BUILT[assignment]

@@ -21,14 +21,11 @@ def read_migration_head_in_process() -> None:
     from nbgrader.dbutil import ALEMBIC_DIR
 
     by_subprocess = nbgrader.api.get_alembic_version
-    if getattr(by_subprocess, "in_process", False):
-        return
 
     def head() -> str:
         heads = ScriptDirectory(ALEMBIC_DIR).get_heads()
         return heads[0] if len(heads) == 1 else by_subprocess()
 
-    head.in_process = True
     nbgrader.api.get_alembic_version = head
 
 

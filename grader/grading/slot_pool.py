@@ -15,6 +15,11 @@ from concurrent.futures import ProcessPoolExecutor
 from grader.grading.execution_slot import init_slot
 
 SLOT_MODULES = ["grader.grading.warm_slot"]  # what the forkserver imports before it forks a slot
+# What grader.grading.warm_slot imports there: torch for the trusted test cells' reference norms and
+# autograd, and torch.fx.experimental.symbolic_shapes (with sympy), which torch.autograd.grad imports on
+# its first call with grad_outputs; not torch._dynamo (the grader's dispatch modes opt out of it).
+SLOT_WARM_MODULES = ["torch", "torch.fx.experimental.symbolic_shapes", "grader.grading.execute",
+                     "grader.grading.execution_slot", "grader.oracles"]
 
 _zygote_factory = None  # this process's ZygoteFactory: started once, used by every later pool
 _lifeline_pipe = None  # (read end, write end): the write end stays in the coordinator (and its forks)

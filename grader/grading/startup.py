@@ -43,8 +43,8 @@ def private_torch_cache() -> str | None:
     return folder
 
 
-_SCHEDULER_SETTING = re.compile(r"^[ \t]*c\.GradeConfig\.scheduler[ \t]*=[ \t]*(?![ \t]*(?:''|\"\"|None)[ \t]*(?:#.*)?$)\S",
-                                re.M)
+_SCHEDULER_LINE = re.compile(r"^[ \t]*c\.GradeConfig\.scheduler[ \t]*=[ \t]*([^#\n]*)", re.M)
+_LOCAL = {"", "''", '""', "None"}
 
 
 def names_a_scheduler(root: Path, argv: list[str]) -> bool:
@@ -54,14 +54,16 @@ def names_a_scheduler(root: Path, argv: list[str]) -> bool:
     The file is read as text: loading it imports nbgrader, the very import the local pool's warm processes
     start beside (``may_execute``). A wrong guess costs time only: the pool starts when a job needs it.
     """
-    given = [a.split("=", 1)[1] for a in argv if a.startswith("--GradeConfig.scheduler=")]
-    if given:
-        return bool(given[-1].strip().strip("'\""))
+    from grader.grading.config import command_line_config
+
+    given = command_line_config(argv).get("GradeConfig", {})
+    if "scheduler" in given:
+        return bool(given["scheduler"])
     try:
         text = (Path(root) / "nbgrader_config.py").read_text(errors="replace")
     except OSError:
         return False
-    return bool(_SCHEDULER_SETTING.search(text))
+    return any(value.strip() not in _LOCAL for value in _SCHEDULER_LINE.findall(text))
 
 
 def never_graded(root: Path, assignment: str, students) -> bool:

@@ -6,6 +6,7 @@ CPU each, on the same cores as the zygotes' own imports. Nothing here runs torch
 must not inherit a started thread pool.
 """
 import atexit
+import importlib
 import os
 import shutil
 
@@ -16,9 +17,7 @@ _torch_cache, _owner = private_torch_cache(), os.getpid()
 if _torch_cache:  # the forkserver removes it when it exits; the slots leave by os._exit
     atexit.register(lambda: os.getpid() == _owner and shutil.rmtree(_torch_cache, ignore_errors=True))
 
-import torch  # noqa: E402,F401
-import torch.fx.experimental.symbolic_shapes  # noqa: E402,F401 - torch.autograd.grad's first call with grad_outputs
+from grader.grading.slot_pool import SLOT_WARM_MODULES  # noqa: E402
 
-import grader.grading.execute  # noqa: E402,F401
-import grader.grading.execution_slot  # noqa: E402,F401 - the slot's initializer and tasks
-import grader.oracles  # noqa: E402,F401
+for _name in SLOT_WARM_MODULES:
+    importlib.import_module(_name)
