@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import hashlib
 import io
 from pathlib import Path
 
@@ -120,9 +121,26 @@ def run_test_cell(source: str, base_namespace: dict, sandbox: Sandbox,
     return outputs, passed, misconceptions
 
 
-def _identity(nb_path: str, source_path: str, nb, who: dict) -> dict:
+_BUNDLES: dict[str, tuple] = {}  # the instructor's notebook's digest -> (notebook, its test cells); a few per class
+
+
+def trusted_bundle(source_path: str) -> tuple[str, nbformat.NotebookNode, dict[str, str]]:
+    """(digest, notebook, test cells by grade_id) of the instructor's notebook at ``source_path``, parsed
+    once per content: a worker grades many learners of the same notebook. Read by content, so a changed
+    file is parsed again. The cached notebook and dict are only read, never changed."""
+    data = Path(source_path).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest not in _BUNDLES:
+        if len(_BUNDLES) >= 16:
+            _BUNDLES.clear()
+        source_nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+        _BUNDLES[digest] = (source_nb, trusted_test_cells(source_nb))
+    return (digest, *_BUNDLES[digest])
+
+
+def _identity(nb_path: str, source_digest: str, nb, who: dict) -> dict:
     return {"schema": SCHEMA_VERSION, "assignment": str(who.get("assignment", "")), "student": str(who.get("student", "")),
-            "notebook": str(who.get("notebook", Path(nb_path).stem)), "source_digest": file_digest(Path(source_path)),
+            "notebook": str(who.get("notebook", Path(nb_path).stem)), "source_digest": source_digest,
             "notebook_digest": notebook_digest(nb) if nb is not None else ""}
 
 
@@ -139,12 +157,11 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
     try:
         nb = nbformat.read(notebook_path, as_version=4)
     except Exception as error:  # noqa: BLE001
-        result = _identity(notebook_path, source_notebook_path, None, who)
+        result = _identity(notebook_path, file_digest(Path(source_notebook_path)), None, who)
         return {**result, "cells": {}, "digests": {}, "tests": {}, "isolation": None,
                 "notes": [f"the notebook could not be read ({type(error).__name__}); it scores zero"]}
-    source_nb = nbformat.read(source_notebook_path, as_version=4)
-    tests = trusted_test_cells(source_nb)
-    result = {**_identity(notebook_path, source_notebook_path, nb, who), "cells": {}, "isolation": None,
+    source_digest, source_nb, tests = trusted_bundle(source_notebook_path)
+    result = {**_identity(notebook_path, source_digest, nb, who), "cells": {}, "isolation": None,
               "digests": {str(i): cell_digest(c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"},
               "tests": {grade_id: {"status": "not_run", "message": "not run"} for grade_id in tests}, "notes": notes}
     limits = Limits(**sandbox_options.get("limits", {}))

@@ -307,6 +307,17 @@ def without_checksum(meta) -> dict:
     return {key: value for key, value in meta.items() if key != "checksum"}  # nbgrader rewrites it anyway
 
 
+def unchecked_cell(content: dict) -> nbformat.NotebookNode:
+    """The cell ``build_cell`` makes when nothing has to be dropped, not validated (its notebook is)."""
+    cell = {"id": "placeholder", "cell_type": content["kind"], "metadata": content["metadata"],
+            "source": content["source"]}
+    if content["kind"] == "code":
+        cell.update(execution_count=None, outputs=[])
+    elif isinstance(content["attachments"], dict):
+        cell["attachments"] = content["attachments"]
+    return nbformat.NotebookNode(cell)
+
+
 def build_cell(content: dict) -> tuple[nbformat.NotebookNode, bool]:
     """A cell nbformat accepts, and whether metadata or attachments had to be dropped for it."""
     make = CELL_MAKERS[content["kind"]]
@@ -368,18 +379,24 @@ def repair_notebook(document, release: Release, name: str) -> tuple[nbformat.Not
     messages = [f"{name}: {len(dropped)} cell(s) could not be read and were left out ({listed(dropped)}); "
                 "an answer in them scores zero."] if dropped else []
     messages += repair_grading(contents, release, name)
-    built = [build_cell(content) for content in contents]
-    stripped = [f"{content['position'] + 1}" for content, (_, lost) in zip(contents, built) if lost]
+    metadata, replaced = notebook_metadata(document, release)
+    nb, stripped = None, []
+    try:  # usually every cell is valid: one validation of the whole notebook instead of one per cell
+        cells = [unchecked_cell(content) for content in contents]
+        assign_ids(cells, [content["id"] for content in contents])
+        nb = v4.new_notebook(cells=cells, metadata=metadata)  # validates every cell
+    except nbformat.ValidationError:
+        built = [build_cell(content) for content in contents]  # which cells must lose metadata or attachments
+        stripped = [f"{content['position'] + 1}" for content, (_, lost) in zip(contents, built) if lost]
+        cells = [cell for cell, _ in built]
+        assign_ids(cells, [content["id"] for content in contents])
     if stripped:
         messages.append(f"{name}: the metadata or attachments of cell(s) {listed(stripped)} were invalid and were "
                         "removed; this does not change the score.")
-    cells = [cell for cell, _ in built]
-    assign_ids(cells, [content["id"] for content in contents])
-    metadata, replaced = notebook_metadata(document, release)
     if replaced:
         messages.append(f"{name}: the notebook's metadata was invalid and was replaced by the assignment's; "
                         "this does not change the score.")
-    return v4.new_notebook(cells=cells, metadata=metadata), messages
+    return nb if nb is not None else v4.new_notebook(cells=cells, metadata=metadata), messages
 
 
 def serialise(nb: nbformat.NotebookNode) -> bytes:

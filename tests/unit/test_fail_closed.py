@@ -188,3 +188,25 @@ def test_a_pass_that_carries_an_error_output_is_not_a_pass(course_files, tmp_pat
 def test_grading_notes_are_escaped():
     cell = grading_notes_cell(["<script>alert(1)</script> & `x`"])
     assert "<script>" not in cell.source and "&lt;script&gt;" in cell.source
+
+
+def test_an_instructors_notebook_changed_between_two_learners_is_read_again(course_files, tmp_path):
+    """A worker parses the instructor's notebook once per content: an edited test is the edited test."""
+    source_path, solved = course_files
+    edited = tmp_path / "source.ipynb"
+    edited.write_bytes(source_path.read_bytes())
+    first = execute_submission(*_paths(tmp_path, solved, edited))
+    source = nbformat.read(edited, as_version=4)
+    test = next(c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_layer_norm_vjp")
+    test.source += "\n# edited by the instructor"
+    nbformat.write(source, edited)
+    second = execute_submission(*_paths(tmp_path, solved, edited))
+    assert first["tests"]["test_layer_norm_vjp"]["status"] == results.PASSED
+    assert second["tests"]["test_layer_norm_vjp"]["status"] == "mismatch"  # the learner's copy is now another text
+    assert first["source_digest"] != second["source_digest"] == results.file_digest(edited)
+
+
+def _paths(tmp_path, nb, source_path):
+    path = tmp_path / f"{ASSIGNMENT}.ipynb"
+    nbformat.write(nb, path)
+    return str(path), str(source_path), {"limits": {}}, WHO, FakeSandbox

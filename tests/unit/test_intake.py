@@ -723,3 +723,32 @@ def test_fuzzed_bytes_always_become_valid_notebooks(course, raw):
 def test_nbgrader_sanitises_whatever_intake_writes(course, answered_release, sanitise, data):
     fuzz_one(course, data.draw(mutated_notebooks(answered_release)), "fuzz_sanitise")
     sanitise("fuzz_sanitise")
+
+
+
+def repaired_twice(course, raw: bytes):
+    """intake's repair of ``raw`` as it runs (the cells validated together, one at a time only if that
+    fails), and with every cell repaired on its own: (bytes, messages) of each."""
+    release = intake.Release.read(course / "release" / ASSIGNMENT / NOTEBOOK)
+
+    def refused(content):
+        raise nbformat.ValidationError("every cell is repaired on its own")
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(intake, "unchecked_cell", refused)
+        one_by_one = intake.intake_notebook(raw, release, "twice")
+    return intake.intake_notebook(raw, release, "twice"), one_by_one
+
+
+@pytest.mark.parametrize("case", list(REPAIRS))
+def test_one_validation_of_the_whole_notebook_repairs_as_one_per_cell(course, case):
+    together, one_by_one = repaired_twice(course, encoded(damaged(course, REPAIRS[case][0])))
+    assert together == one_by_one
+
+
+@pytest.mark.slow  # Hypothesis, hundreds of examples
+@fuzz_settings(FUZZ_EXAMPLES // 2)
+@given(data=st.data())
+def test_one_validation_of_fuzzed_notebooks_repairs_as_one_per_cell(course, answered_release, data):
+    together, one_by_one = repaired_twice(course, data.draw(mutated_notebooks(answered_release)))
+    assert together == one_by_one

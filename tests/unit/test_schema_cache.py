@@ -68,3 +68,35 @@ def test_install_points_nbgrader_at_it_once(monkeypatch):
                                  "grade_id": "t", "schema_version": 3}
     with pytest.raises(jsonschema.ValidationError, match="not of type"):
         MetadataValidator().validate_cell(cell)
+
+
+def test_metadata_that_passed_once_is_remembered_and_failures_are_not(monkeypatch):
+    schema = MetadataValidator().schema
+    good = {"grade": True, "solution": False, "locked": True, "points": 2, "grade_id": "t-remembered",
+            "schema_version": 3}
+    bad = {**good, "points": "two"}
+    calls = []
+    real = jsonschema.exceptions.best_match
+    monkeypatch.setattr(jsonschema.exceptions, "best_match", lambda errors: calls.append(1) or real(errors))
+    for _ in range(3):
+        schema_cache.validate(dict(good), schema)
+    assert len(calls) == 1  # validated once, then remembered
+    for _ in range(2):
+        with pytest.raises(jsonschema.ValidationError, match="not of type"):
+            schema_cache.validate(bad, schema)
+    assert len(calls) == 3  # a failing value is validated (and refused) every time
+
+
+@pytest.mark.parametrize("lookalike", [
+    {1: "x"},  # JSON would write the key as "1"
+    {"grade_id": ("a",)},  # JSON would write the tuple as a list
+])
+def test_values_json_cannot_tell_apart_are_never_remembered(lookalike):
+    schema = {"type": "object", "properties": {"1": {"type": "integer"}, "grade_id": {"type": "array"}}}
+    twin = {str(k): list(v) if isinstance(v, tuple) else v for k, v in lookalike.items()}
+    assert verdict(jsonschema.validate, lookalike, schema) != verdict(jsonschema.validate, twin, schema)
+    for first, second in [(twin, lookalike), (lookalike, twin)]:
+        schema_cache._passed.clear()
+        verdict(schema_cache.validate, first, schema)
+        # the second value gets jsonschema's own verdict, not the first one's
+        assert verdict(schema_cache.validate, second, schema) == verdict(jsonschema.validate, second, schema)
