@@ -3,7 +3,9 @@ venv's owner.
 
 For each interpreter present (Debian 12's /usr/bin/python3, pyenv's 3.10 to 3.13), pip resolves
 `.[dev]` with constraints.txt in a dry run from a throw-away venv: nothing is installed. All
-interpreters run at once (about a minute of CPU each, most of it reading index pages).
+interpreters run at once (13-17 s of CPU each, most of it pip turning index pages into candidates).
+The interpreter this suite runs on needs no dry run: its .venv is a real install of the same
+constraints, and its installed distributions are checked the same way (exactly the pins).
 
 Only wheel metadata is read, never a whole wheel: pip >= 25.3 stops a dry run before
 downloading, and `--use-feature=fast-deps` reads a wheel's metadata with HTTP range requests
@@ -60,6 +62,11 @@ INTERPRETERS = {
 PRESENT = {name: python for name, python in INTERPRETERS.items() if python}
 
 
+def is_this_suites_python(python: Path | None) -> bool:
+    """Whether ``python`` is the interpreter this suite's venv was made from (same installation)."""
+    return python is not None and Path(sys.base_prefix).resolve() == python.resolve().parent.parent
+
+
 def logged_run() -> str | None:
     """The interpreter whose dry run writes pip's log: LOGGED, or the first present one."""
     return LOGGED if LOGGED in PRESENT else next(iter(PRESENT), None)
@@ -96,6 +103,8 @@ def dry_runs(tmp_path_factory):
     wheel = next(base.glob("pip-*.whl"))
     runs = {}
     for name, python in PRESENT.items():
+        if is_this_suites_python(python) and name != logged_run():
+            continue  # its own .venv is the install: test_constraints_resolve reads it
         work = base / name
         copy_project(work / "project")
         subprocess.run([str(python), "-m", "venv", "--without-pip", str(work / "venv")], check=True)
@@ -127,10 +136,24 @@ def test_an_interpreter_to_check_is_present():
         pytest.skip(message)
 
 
+def installed_report() -> dict:
+    """This suite's environment in the shape of pip's report: what a dry run would have resolved."""
+    import importlib.metadata
+    from packaging.markers import default_environment
+
+    install = [{"metadata": {"name": d.metadata["Name"], "version": d.version}}
+               for d in importlib.metadata.distributions()]
+    return {"environment": default_environment(), "install": install}
+
+
 @pytest.mark.parametrize("name", list(INTERPRETERS))
 def test_constraints_resolve(name, dry_runs):
-    if name not in dry_runs:
+    if name not in PRESENT:
         pytest.skip(f"{name} is not on this machine")
+    if name not in dry_runs:  # this suite's own interpreter: its venv holds what pip installed
+        check_resolution(name, installed_report(), installed=True)
+        print(f"{name}: this suite's environment (Python {sys.version.split()[0]}) holds exactly constraints.txt")
+        return
     process, work, began = dry_runs[name]
     try:
         process.wait(timeout=max(1, DRY_RUN_TIMEOUT_S - (time.monotonic() - began)))
@@ -143,6 +166,22 @@ def test_constraints_resolve(name, dry_runs):
     assert process.returncode == 0, f"{name}: pip could not resolve .[dev] with constraints.txt:\n{errors}"
 
     report = json.loads((work / "report.json").read_text())
+    resolved = check_resolution(name, report)
+    environment = report["environment"]
+    traffic = ""
+    if name == logged_run():
+        requests = fetched((work / "pip.log").read_text())
+        whole = [(path.rsplit("/", 1)[-1], size) for path, status, size in requests if status == 200
+                 and path.endswith((".whl", ".tar.gz", ".zip")) and size > LARGEST_WHOLE_DOWNLOAD]
+        assert whole == [], f"{name}: the dry run downloaded whole files: {whole}"
+        traffic = f"; {len(requests)} GETs, {sum(size for _, _, size in requests) / 2**20:.0f} MiB"
+    print(f"{name} (Python {environment['python_full_version']}): resolved {len(resolved)} packages in "
+          f"{seconds:.0f} s{traffic}; torch {resolved['torch']['metadata']['version']}")
+
+
+def check_resolution(name: str, report: dict, installed: bool = False) -> dict:
+    """Checks pip's report (or this environment's, ``installed``) against constraints.txt; returns
+    the resolved items by normalized name."""
     environment = report["environment"]
     resolved = {normalized(item["metadata"]["name"]): item for item in report["install"]}
     versions = {n: Version(item["metadata"]["version"]).public for n, item in resolved.items()}
@@ -157,27 +196,19 @@ def test_constraints_resolve(name, dry_runs):
         if package in pins:
             assert version == pins[package], f"{name}: {package} {version}, pinned {pins[package]}"
         else:  # nothing left to chance: every package is pinned for this Python
-            assert package in {"layernorm-course", "setuptools"} or TORCH_CUDA_PACKAGES.match(package), (
+            assert package in {"layernorm-course", "setuptools"} | ({"pip"} if installed else set()) \
+                or TORCH_CUDA_PACKAGES.match(package), (
                 f"{name}: {package} {version} is not pinned in constraints.txt for Python "
                 f"{environment['python_full_version']}")
     # Wheels only: an sdist would need a compiler (and minutes) on the learner's machine.
-    sdists = [n for n, item in resolved.items()
-              if n != "layernorm-course" and not item["download_info"]["url"].endswith(".whl")]
+    sdists = [n for n, item in resolved.items() if n != "layernorm-course" and not installed
+              and not item["download_info"]["url"].endswith(".whl")]
     assert sdists == [], f"{name}: no wheel for {sdists}"
     if environment["python_version"] == "3.11":
         # Exactly the pinned versions, none missing (from 3.11.5 on: the tested environment).
         tested = {n: v for n, v in versions.items() if n in pins}
         assert tested == pins, f"{name}: pinned but not resolved: {sorted(set(pins) - set(tested))}"
-
-    traffic = ""
-    if name == logged_run():
-        requests = fetched((work / "pip.log").read_text())
-        whole = [(path.rsplit("/", 1)[-1], size) for path, status, size in requests if status == 200
-                 and path.endswith((".whl", ".tar.gz", ".zip")) and size > LARGEST_WHOLE_DOWNLOAD]
-        assert whole == [], f"{name}: the dry run downloaded whole files: {whole}"
-        traffic = f"; {len(requests)} GETs, {sum(size for _, _, size in requests) / 2**20:.0f} MiB"
-    print(f"{name} (Python {environment['python_full_version']}): resolved {len(resolved)} packages in "
-          f"{seconds:.0f} s{traffic}; torch {resolved['torch']['metadata']['version']}")
+    return resolved
 
 
 @pytest.mark.parametrize("name", list(INTERPRETERS))
