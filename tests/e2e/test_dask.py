@@ -77,11 +77,11 @@ class Cluster:
             process.wait()
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    folder = tmp_path / "cluster"
-    folder.mkdir()
-    running = Cluster(folder)
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One cluster for the file (each worker imports torch and starts a zygote: seconds of CPU); the test
+    that kills a worker comes last."""
+    running = Cluster(tmp_path_factory.mktemp("cluster"))
     yield running
     running.close()
 
@@ -103,10 +103,12 @@ def test_the_pool_runs_jobs_on_every_worker_and_each_reports_its_sandbox(cluster
 
 
 # -- a class graded twice: locally, and on the cluster with one worker killed -------------------------------
-def _course(tmp_path: Path) -> tuple[Path, dict]:
+@pytest.fixture(scope="module")
+def generated_class(tmp_path_factory) -> tuple[Path, dict]:
+    """The class, built once for the file (each test grades copies of it): (course, student -> kind)."""
     from grader.grading.bench import make_class
 
-    base = make_course(tmp_path, ASSIGNMENT, name="base")
+    base = make_course(tmp_path_factory.mktemp("dask"), ASSIGNMENT, name="base")
     roster = make_class(base, [ASSIGNMENT], LEARNERS)
     return base, roster
 
@@ -135,8 +137,8 @@ def _cached(course: Path) -> int:
 
 
 @pytest.mark.slow
-def test_dask_grading_equals_local_grading_and_survives_a_killed_worker(tmp_path, cluster):
-    base, roster = _course(tmp_path)
+def test_dask_grading_equals_local_grading_and_survives_a_killed_worker(tmp_path, generated_class, cluster):
+    base, roster = generated_class
     local, distributed = tmp_path / "local", tmp_path / "distributed"
     shutil.copytree(base, local)
     shutil.copytree(base, distributed)
@@ -167,8 +169,9 @@ def test_dask_grading_equals_local_grading_and_survives_a_killed_worker(tmp_path
 
 
 @pytest.mark.slow
-def test_an_unreachable_scheduler_scores_nobody(tmp_path):
-    base, _ = _course(tmp_path)
+def test_an_unreachable_scheduler_scores_nobody(tmp_path, generated_class):
+    base = tmp_path / "course"
+    shutil.copytree(generated_class[0], base)
     out, err = _grade(base, "--scheduler", f"tcp://127.0.0.1:{free_port()}",
                       "--GradeConfig.scheduler_timeout=2").communicate(timeout=300)
     assert "no usable worker" in err and "Nothing was scored" in err, err
