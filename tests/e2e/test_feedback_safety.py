@@ -299,12 +299,15 @@ def open_page(browser, path):
     # A learner's link the instructor might click: none may run anything (following one is fine).
     # Each click happens in a page of its own, closed afterwards: a navigation a click started may
     # still be in flight on a busy machine, and would interrupt the next load of a shared page.
-    for index in range(page.locator("#notebook a[href]").count()):
+    # Links within the page ("#...", every heading's anchor) are not clicked, so no page is opened for them.
+    hrefs = page.locator("#notebook a[href]").evaluate_all("links => links.map(a => a.getAttribute('href') || '')")
+    for index, href in enumerate(hrefs):
+        if href.startswith("#"):
+            continue
         clicked = watched_page()
         clicked.goto(url, wait_until="load")
         link = clicked.locator("#notebook a[href]").nth(index)
-        href = link.get_attribute("href") or ""
-        if not href.startswith("#") and link.is_visible():
+        if link.is_visible():
             link.click(modifiers=[], no_wait_after=True, timeout=2000)
             clicked.wait_for_timeout(100)
         clicked.close()
