@@ -13,6 +13,7 @@ is launched instead (`tools/ensure-chromium` installs it). Screenshots land in
 test-artifacts/screenshots/ (git-ignored); the Run All time of each notebook and its slowest
 cells (JupyterLab records cell timing) in test-artifacts/browser-timings.json.
 """
+import contextlib
 import io
 import json
 import os
@@ -100,6 +101,7 @@ def lab(tmp_path_factory, chromium_path):
             [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
              f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={notebooks}",
              "--ServerApp.port_retries=0", "--LabApp.news_url=None",
+             "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the reader opens notebooks through it
              "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
             + (["--allow-root"] if os.geteuid() == 0 else []),
             cwd=base, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -152,6 +154,44 @@ def open_notebook(context, lab, assignment):
     if page.locator("#jp-left-stack").is_visible():
         page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current').click()
     return page
+
+
+@pytest.fixture(scope="module")
+def reader(browser, lab):
+    """One JupyterLab page, no document open, for the notebooks that are only read: each is opened in
+    it without a kernel (read_notebook) and closed again; a page load and a kernel per notebook cost
+    more CPU than the whole formula check."""
+    base_url, token, _ = lab
+    page = browser.new_page()
+    page.goto(f"{base_url}/lab/workspaces/reader?reset&token={token}")
+    page.wait_for_function("() => window.jupyterapp !== undefined", polling=100)
+    # All plugins activated, the layout restored: the document manager's commands are there. The file
+    # browser would take a third of a failure's screenshot: collapse the left sidebar.
+    page.evaluate("() => window.jupyterapp.restored.then(() => window.jupyterapp.shell.collapseLeft())")
+    try:
+        yield page
+    finally:
+        page.close()
+
+
+@contextlib.contextmanager
+def read_notebook(reader, name):
+    """The notebook NAME open in the reader page, without a kernel ("Open With → Notebook (no kernel)"):
+    yields a CSS selector of its panel, which is closed afterwards."""
+    panel_id = reader.evaluate("""async path => {
+        const widget = await window.jupyterapp.commands.execute('docmanager:open', {
+            path, factory: 'Notebook', kernelPreference: {shouldStart: false, canStart: false, shouldReuse: false}});
+        return widget.id;
+    }""", f"{name}.ipynb")
+    panel = f'.jp-NotebookPanel[id="{panel_id}"]'
+    reader.locator(f"{panel} .jp-Cell").first.wait_for()
+    try:
+        yield panel
+    finally:  # dispose, not close: nothing to save, and no dialog can hold it open
+        reader.evaluate("""id => {
+            for (const widget of window.jupyterapp.shell.widgets('main')) if (widget.id === id) widget.dispose();
+        }""", panel_id)
+        reader.locator(panel).wait_for(state="detached")
 
 
 def run_all_cells(page) -> float:
@@ -256,15 +296,10 @@ def record_run_time(assignment: str, seconds: float, nb: dict) -> None:
 
 @pytest.fixture(scope="module")
 def executed(browser, lab):
-    """assignment -> page with the solved notebook run to the end (each run once, on demand), or with
-    ``run=False`` only opened (an assignment run already gives its run page)."""
-    pages, timings, failures, opened = {}, {}, {}, {}
+    """assignment -> page with the solved notebook run to the end (each run once, on demand)."""
+    pages, timings, failures = {}, {}, {}
 
-    def get(assignment, run=True):
-        if not run and assignment not in pages:
-            if assignment not in opened:
-                opened[assignment] = open_notebook(browser, lab, assignment)
-            return opened[assignment], None
+    def get(assignment):
         if assignment in failures:  # one failed run is enough: the test that ran it shows why
             pytest.fail(f"{assignment} did not run to the end in JupyterLab:\n{failures[assignment][:1500]}")
         if assignment not in pages:
@@ -329,10 +364,11 @@ PROBE_CELLS = [
 # Per markdown cell, in notebook order: how many formulas MathJax typeset, what it could not
 # (merror nodes, or the red text of an undefined macro), and any text outside formulas and
 # code that still holds a '$' (a fragment MathJax never saw). Error nodes in outputs count too.
-MATH_REPORT_JS = """() => {
+MATH_REPORT_JS = """panel => {
+    const notebook = document.querySelector(panel);
     const outside = n => !n.parentElement.closest('mjx-container, code, pre, script, style');
     const red = e => ['rgb(255, 0, 0)', 'red'].includes(getComputedStyle(e).color);
-    const cells = [...document.querySelectorAll('.jp-Notebook .jp-MarkdownCell')].map(cell => {
+    const cells = [...notebook.querySelectorAll('.jp-Notebook .jp-MarkdownCell')].map(cell => {
         const md = cell.querySelector('.jp-RenderedMarkdown');
         if (!md) return {rendered: false, head: cell.innerText.slice(0, 100)};
         const errors = [...md.querySelectorAll('mjx-merror')].map(e => e.textContent.slice(0, 200));
@@ -349,7 +385,7 @@ MATH_REPORT_JS = """() => {
         return {rendered: true, math: md.querySelectorAll('mjx-container').length, errors,
                 undefined: undefined_, raw, head: md.innerText.trim().slice(0, 100)};
     });
-    const outputErrors = [...document.querySelectorAll('.jp-OutputArea mjx-merror')].map(e => e.textContent);
+    const outputErrors = [...notebook.querySelectorAll('.jp-OutputArea mjx-merror')].map(e => e.textContent);
     return {cells, outputErrors};
 }"""
 
@@ -371,12 +407,12 @@ def expected_formulas(markdown: str) -> int:
     return len(FORMULA.findall(re.sub(r"`[^`\n]*`", "", markdown)))
 
 
-def math_report(page, expected_total: int, timeout_s: float = 60) -> dict:
-    """The report once MathJax has typeset everything it will (the count reaches the expected total and
-    holds for a second, or stops changing for five)."""
+def math_report(page, panel: str, expected_total: int, timeout_s: float = 60) -> dict:
+    """The report on the notebook panel (a CSS selector) once MathJax has typeset everything it will (the
+    count reaches the expected total and holds for a second, or stops changing for five)."""
     deadline, last, steady_since = time.monotonic() + timeout_s, None, time.monotonic()
     while True:
-        report = page.evaluate(MATH_REPORT_JS)
+        report = page.evaluate(MATH_REPORT_JS, panel)
         count = sum(c.get("math", 0) for c in report["cells"])
         now = time.monotonic()
         if count != last:
@@ -405,12 +441,11 @@ def math_problems(report: dict, expected: list[int]) -> list[str]:
     return problems
 
 
-def test_the_formula_report_sees_each_planted_mistake(browser, lab):
+def test_the_formula_report_sees_each_planted_mistake(reader):
     """The probe: a clean cell passes; a MathJax error, an unbalanced brace, an undefined macro and a lone
     '$' are each named."""
-    page = open_notebook(browser, lab, MATH_PROBE)
-    try:
-        report = math_report(page, expected_total=4, timeout_s=30)
+    with read_notebook(reader, MATH_PROBE) as panel:
+        report = math_report(reader, panel, expected_total=4, timeout_s=30)
         cells = dict(zip((name for name, _ in PROBE_CELLS), report["cells"]))
         assert cells["fine"]["math"] == 2 and not (cells["fine"]["errors"] or cells["fine"]["undefined"]
                                                    or cells["fine"]["raw"]), cells["fine"]
@@ -422,21 +457,23 @@ def test_the_formula_report_sees_each_planted_mistake(browser, lab):
         names = [name for name, _ in PROBE_CELLS]
         flagged = {names[i] for i in range(len(names)) if any(p.startswith(f"markdown cell {i} ") for p in problems)}
         assert flagged == {"error", "unbalanced", "undefined", "raw"}, problems
-    finally:
-        page.close()
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_every_formula_renders(executed, lab, assignment):
+def test_every_formula_renders(executed, reader, lab, assignment):
     """MathJax typesets every $...$ and $$...$$ of every markdown cell: no error node, no undefined macro,
     no '$' left in the rendered text (issue 13: a lost backslash once showed as 'oldsymbol')."""
-    page, _ = executed(assignment, run=assignment in RUN_IN_LAB)
     nb = json.loads((lab[2].parent / "notebooks" / f"{assignment}.ipynb").read_text())  # the notebook served
     expected = [expected_formulas("".join(c["source"])) for c in nb["cells"] if c["cell_type"] == "markdown"]
-    report = math_report(page, sum(expected))
-    problems = math_problems(report, expected)
-    if problems:
-        screenshot(page, f"FAILED-math-{assignment}")
+    with contextlib.ExitStack() as stack:
+        if assignment in RUN_IN_LAB:  # its run page, outputs and all
+            (page, _), panel = executed(assignment), ".jp-NotebookPanel"
+        else:
+            page, panel = reader, stack.enter_context(read_notebook(reader, assignment))
+        report = math_report(page, panel, sum(expected))
+        problems = math_problems(report, expected)
+        if problems:
+            screenshot(page, f"FAILED-math-{assignment}")
     assert not problems, f"{assignment}: formulas that do not render:\n" + "\n".join(problems[:30])
     print(f"{assignment}: {sum(expected)} formulas in {len(expected)} markdown cells typeset by MathJax")
 

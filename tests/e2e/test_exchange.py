@@ -7,15 +7,17 @@ deployment does it, in each user's ~/.jupyter/nbgrader_config.py. The instructor
 the README: `make build`, `nbgrader release_assignment`, `nbgrader collect`, `python -m grader
 grade` (both assignments in one command), `nbgrader release_feedback`; students run `nbgrader
 fetch_assignment`, `submit` and `fetch_feedback`. nbgrader commands run as its `nbgrader`
-script does, several per process (one process per user and phase), because importing
-nbgrader costs seconds and the cycle has dozens of steps.
+script does, in one process per user for the whole cycle, because importing nbgrader costs
+seconds and the cycle has dozens of steps.
 """
 import csv
 import html
 import json
+import queue
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -36,18 +38,21 @@ COURSE_ID = "layernorm-rmsnorm"  # c.CourseDirectory.course_id in nbgrader_confi
 STUDENTS = {"alice": "full", "bob": "partial", "carol": "blank"}
 SOLVED_EXERCISES = {"full": None, "partial": 1, "blank": 0}  # how many solution cells each types in
 
-# Runs each command of the JSON list given as first argument, in one process, stopping at the
-# first failure: ["grader", ARGS...] as `python -m grader ARGS` (a child process), and
+# One process per user for the whole cycle (importing nbgrader costs about 2 s of CPU): it reads a JSON
+# list of commands per line on stdin and runs them in order, stopping at the first failure, then prints
+# DONE and the exit code. ["grader", ARGS...] runs as `python -m grader ARGS` (a child process),
 # [ARGS...] as `nbgrader ARGS` does (NbGraderApp.launch_instance).
-DRIVER = """
+DONE = "@@exchange-step-done"
+DRIVER = f"""
 import json, subprocess, sys, time
 from nbgrader.apps.nbgraderapp import NbGraderApp
-for argv in json.loads(sys.argv[1]):
+
+def run(argv):
     command = "python -m grader " + " ".join(argv[1:]) if argv[0] == "grader" else "nbgrader " + " ".join(argv)
-    print(f"[{time.strftime('%H:%M:%S')}] $ {command}", flush=True)
+    print(f"[{{time.strftime('%H:%M:%S')}}] $ {{command}}", flush=True)
     try:
         if argv[0] == "grader":  # its own process, as `make grade` runs it
-            code = subprocess.run([sys.executable, "-m", *argv]).returncode
+            code = subprocess.run([sys.executable, "-m", *argv], stdin=subprocess.DEVNULL).returncode
         else:
             NbGraderApp.launch_instance(argv=argv)
             code = 0
@@ -59,7 +64,16 @@ for argv in json.loads(sys.argv[1]):
             type(app.subapp).clear_instance()
         NbGraderApp.clear_instance()
     if code:
-        sys.exit(f"{command} exited with {code}")
+        print(f"{{command}} exited with {{code}}", flush=True)
+    return code
+
+for line in sys.stdin:
+    code = 0
+    for argv in json.loads(line):
+        code = run(argv)
+        if code:
+            break
+    print("{DONE}", code or 0, flush=True)
 """
 
 
@@ -73,39 +87,65 @@ def user_environment(home: Path) -> dict:
     return env
 
 
-def start(steps: list[list[str]], cwd: Path, home: Path) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(steps)], cwd=cwd,
-                               env=user_environment(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    process.began = time.monotonic()
-    return process
+class Login:
+    """One user's driver process (``DRIVER``), in the user's working folder, with the user's HOME."""
+
+    def __init__(self, who: str, cwd: Path, home: Path):
+        self.who = who
+        self.process = subprocess.Popen([sys.executable, "-c", DRIVER], cwd=cwd, env=user_environment(home),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)  # the process ended
+
+    def send(self, steps: list[list[str]]) -> None:
+        self.began = time.monotonic()
+        self.process.stdin.write(json.dumps(steps) + "\n")
+        self.process.stdin.flush()
+
+    def finish(self, timeout: float = 900) -> str:
+        """The output of the steps last sent, once they are done; fails the test if one failed."""
+        out, deadline = [], time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                self.close()
+                pytest.fail(f"{self.who}: nbgrader timed out\n{''.join(out)[-5000:]}")
+            if line is None:
+                pytest.fail(f"{self.who}: the driver ended\n{''.join(out)[-8000:]}")
+            if line.startswith(DONE):
+                break
+            out.append(line)
+        text = "".join(out)
+        assert line.split()[1] == "0", f"{self.who}: nbgrader failed\n{text[-8000:]}"
+        print(f"[exchange] {self.who}: {time.monotonic() - self.began:.1f} s")
+        return text
+
+    def run(self, steps: list[list[str]]) -> str:
+        self.send(steps)
+        return self.finish()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
-def finish(process: subprocess.Popen, who: str, timeout: float = 900) -> str:
-    try:
-        out, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        out, _ = process.communicate()
-        pytest.fail(f"{who}: nbgrader timed out\n{out[-5000:]}")
-    assert process.returncode == 0, f"{who}: nbgrader failed\n{out[-8000:]}"
-    print(f"[exchange] {who}: {time.monotonic() - process.began:.1f} s")
-    return out
-
-
-def run_as(who: str, steps: list[list[str]], cwd: Path, home: Path) -> str:
-    return finish(start(steps, cwd, home), who)
-
-
-def run_students(users: dict, steps) -> dict:
+def run_students(logins: dict, steps) -> dict:
     """Run each student's steps (a function of the student's id) side by side."""
-    running = {s: start(steps(s), users[s]["work"], users[s]["home"]) for s in STUDENTS}
-    try:
-        return {s: finish(p, s) for s, p in running.items()}
-    finally:
-        for process in running.values():  # after a failure, leave nothing behind
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+    for student in STUDENTS:
+        logins[student].send(steps(student))
+    return {student: logins[student].finish() for student in STUDENTS}
 
 
 def exercise_points(source_nb) -> tuple[list[float], float]:
@@ -158,10 +198,18 @@ def cycle(tmp_path_factory):
             f"c.CourseDirectory.course_id = {COURSE_ID!r}\n"
             f"c.Exchange.root = {str(exchange)!r}\n")
 
+    logins = {who: Login(who, user["work"], user["home"]) for who, user in users.items()}
+    try:
+        return run_cycle(users, logins, course, base, exchange)
+    finally:  # after a failure too: no driver left behind
+        for login in logins.values():
+            login.close()
+
+
+def run_cycle(users: dict, logins: dict, course: Path, base: Path, exchange: Path) -> dict:
     out = {}
-    out["release"] = run_as("instructor", [["release_assignment", a] for a in ASSIGNMENTS], course,
-                            users["instructor"]["home"])
-    out["fetch"] = run_students(users, lambda s: [["fetch_assignment", a] for a in ASSIGNMENTS])
+    out["release"] = logins["instructor"].run([["release_assignment", a] for a in ASSIGNMENTS])
+    out["fetch"] = run_students(logins, lambda s: [["fetch_assignment", a] for a in ASSIGNMENTS])
 
     spliced = {}
     for student, kind in STUDENTS.items():
@@ -170,7 +218,7 @@ def cycle(tmp_path_factory):
             assert fetched.exists(), f"{student} did not fetch {a}"
             spliced[(student, a)] = splice(fetched, ROOT / "solutions" / f"{a}.ipynb", SOLVED_EXERCISES[kind])
 
-    out["submit"] = run_students(users, lambda s: [["submit", a, f"--student={s}"] for a in ASSIGNMENTS])
+    out["submit"] = run_students(logins, lambda s: [["submit", a, f"--student={s}"] for a in ASSIGNMENTS])
     # The README's instructor workflow: collect, `python -m grader grade` (nbgrader's autograde and
     # feedback around sandboxed execution, then nbgrader's CSV export), release. Both assignments
     # in one command: the same warm workers grade one after another.
@@ -180,9 +228,9 @@ def cycle(tmp_path_factory):
     steps = ([["collect", a, "--ExchangeCollect.check_owner=False"] for a in ASSIGNMENTS]
              + [["grader", "grade", *ASSIGNMENTS, "--root", str(course)]]  # every assignment, one warm pool
              + [["release_feedback", a] for a in ASSIGNMENTS])
-    out["grade"] = run_as("instructor", steps, course, users["instructor"]["home"])
+    out["grade"] = logins["instructor"].run(steps)
     out["fetch_feedback"] = run_students(
-        users, lambda s: [["fetch_feedback", a, f"--student={s}"] for a in ASSIGNMENTS])
+        logins, lambda s: [["fetch_feedback", a, f"--student={s}"] for a in ASSIGNMENTS])
 
     with open(csv_path, newline="") as f:
         scores = {(r["assignment"], r["student_id"]): (float(r["raw_score"]), float(r["max_score"]))
