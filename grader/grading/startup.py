@@ -6,6 +6,10 @@ import sys
 from pathlib import Path
 
 SKIPPED_MODULE = "rfc3987_syntax"
+# The learner-side packages whose modules the notebooks' first cells import (the checks, the widgets and
+# experiments): the slots' forkserver imports every module of them once, for the test cells' namespace.
+# (Not the zygote factory: a sandbox imports ipywidgets, through normlab, after its kernel exists.)
+LEARNER_PACKAGES = ["grader.checks", "normlab"]
 
 
 def skip_iri_grammars() -> None:
@@ -24,6 +28,22 @@ def skip_iri_grammars() -> None:
 
 TORCH_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 FACTORY_FOLDER_PREFIX = "lncourse-zygotes-"  # a ZygoteFactory's private folder (its socket, torch's cache)
+
+
+def package_modules(packages: list[str]) -> list[str]:
+    """Every module of each package in ``packages`` (dotted names, the packages first), found without importing
+    them: what a warm process imports so that its forks do not."""
+    import importlib.util
+    import pkgutil
+
+    names = []
+    for package in packages:
+        spec = importlib.util.find_spec(package)
+        names.append(package)
+        if spec is not None and spec.submodule_search_locations:
+            names += [f"{package}.{info.name}" for info in pkgutil.iter_modules(spec.submodule_search_locations)
+                      if not info.name.startswith("_")]
+    return names
 
 
 def private_torch_cache() -> str | None:

@@ -10,7 +10,7 @@ import importlib
 import os
 import shutil
 
-from grader.grading.startup import private_torch_cache, skip_iri_grammars
+from grader.grading.startup import LEARNER_PACKAGES, package_modules, private_torch_cache, skip_iri_grammars
 
 skip_iri_grammars()  # before nbformat (grader.grading.execute) imports jsonschema
 _torch_cache, _owner = private_torch_cache(), os.getpid()
@@ -19,5 +19,8 @@ if _torch_cache:  # the forkserver removes it when it exits; the slots leave by 
 
 from grader.grading.slot_pool import SLOT_WARM_MODULES  # noqa: E402
 
+os.environ.setdefault("MPLBACKEND", "Agg")  # the slots draw nothing
 for _name in SLOT_WARM_MODULES:
+    importlib.import_module(_name)
+for _name in package_modules(LEARNER_PACKAGES):
     importlib.import_module(_name)

@@ -4,10 +4,13 @@ every notebook renders, and the geometry widget answers a drag.
 Run All Cells in the browser is kept for the notebooks with widgets, the part only a browser
 can show (a widget that fails renders an error there and nowhere else). The others' cells run
 in a real kernel in test_colab_like (at Colab's versions), in test_scripts and whenever a test
-grades them; here they are opened, and their formulas checked.
+grades them; here they are opened, without a kernel, and their formulas checked.
 
 One JupyterLab server (its own port, token, HOME and Jupyter folders, serving a temporary
 copy of solutions/) and one headless Chromium, driven by Playwright, serve every test here.
+Each notebook run in the browser has a page (a JupyterLab workspace) and a kernel of its own;
+the notebooks only read (the others and a probe of planted formula mistakes) are opened one
+after another in one more page, through JupyterLab's document manager, and closed again.
 Playwright cannot download its own browser on these machines: Debian's /usr/bin/chromium
 is launched instead (`tools/ensure-chromium` installs it). Screenshots land in
 test-artifacts/screenshots/ (git-ignored); the Run All time of each notebook and its slowest

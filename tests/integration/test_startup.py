@@ -1,4 +1,5 @@
-"""The grader's processes skip rfc3987_syntax's grammars without weakening nbformat's validation."""
+"""The grader's processes at start: rfc3987_syntax's grammars skipped without weakening nbformat's validation;
+what the warm processes import (and leave out)."""
 import subprocess
 import sys
 
@@ -93,3 +94,33 @@ def test_the_warm_processes_import_what_autograd_needs_and_not_torch_dynamo():
     for warm in (zygote.WARM_MODULES, SLOT_WARM_MODULES):
         assert not [m for m in warm if m.startswith("torch._dynamo")]
         assert "torch.fx.experimental.symbolic_shapes" in warm
+
+
+def first_cell_imports() -> set[str]:
+    """The modules each source notebook's first code cell imports (the test cells' namespace)."""
+    import ast
+
+    from grader.course.build import script_to_notebook
+
+    modules = set()
+    for script in sorted((ROOT / "source").glob("*/*.py")):
+        first = next(c for c in script_to_notebook(script).cells if c.cell_type == "code")
+        for node in ast.walk(ast.parse(first.source)):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                modules.add(node.module)
+    return modules
+
+
+def test_the_slots_forkserver_imports_what_every_test_namespace_imports():
+    """A slot runs each notebook's imports before its test cells: none may be a slot's own first import
+    (matplotlib alone was 0.25 s of CPU per slot)."""
+    from grader.grading.slot_pool import SLOT_WARM_MODULES
+    from grader.grading.startup import LEARNER_PACKAGES, package_modules
+
+    warm = set(SLOT_WARM_MODULES) | set(package_modules(LEARNER_PACKAGES))
+    imported = first_cell_imports()
+    assert "grader.checks.welford" in imported and "matplotlib.pyplot" in imported
+    covered = {m for m in imported if any(w == m or w.startswith(m + ".") for w in warm)}
+    assert imported - covered == set()
