@@ -29,7 +29,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package (pyproj
 import jupytext
 import nbformat
 
-from grader.course import course_root  # noqa: F401 - where callers have always found it
+from grader.course import course_root, tool_environment  # noqa: F401 - where callers have always found them
 
 ASSIGNMENTS = ("01_bn_vs_ln", "02_geometry", "03_backward", "04_rmsnorm", "05_placement", "06_welford")
 
@@ -199,13 +199,6 @@ def write_notebook(nb: nbformat.NotebookNode, path: Path) -> None:
     text = nbformat.writes(nb) + "\n"
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
-
-
-def tool_environment() -> dict:
-    """This process's environment with the interpreter's folder first on PATH."""
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    return env
 
 
 def generate_releases(root: Path, assignments: list[str]) -> None:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from grader.course.build import course_root, tool_environment
+from grader.course import course_root, tool_environment
 from grader.grading.config import GradeConfig, grade_config
 from grader.grading.execution_slot import die_with_parent, execute_task, probe
 from grader.grading.sandbox.isolation import IsolationError, check_level

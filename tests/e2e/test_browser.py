@@ -162,8 +162,8 @@ def open_notebook(context, lab, assignment):
 @pytest.fixture(scope="module")
 def reader(browser, lab):
     """One JupyterLab page, no document open, for the notebooks that are only read: each is opened in
-    it without a kernel (read_notebook) and closed again; a page load and a kernel per notebook cost
-    more CPU than the whole formula check."""
+    it without a kernel (read_notebook) and closed again: a page load and a kernel per notebook cost
+    more CPU than reading it."""
     base_url, token, _ = lab
     page = browser.new_page()
     page.goto(f"{base_url}/lab/workspaces/reader?reset&token={token}")
@@ -463,16 +463,17 @@ def test_the_formula_report_sees_each_planted_mistake(reader):
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_every_formula_renders(executed, reader, lab, assignment):
+def test_every_formula_renders(executed, request, lab, assignment):
     """MathJax typesets every $...$ and $$...$$ of every markdown cell: no error node, no undefined macro,
     no '$' left in the rendered text (issue 13: a lost backslash once showed as 'oldsymbol')."""
     nb = json.loads((lab[2].parent / "notebooks" / f"{assignment}.ipynb").read_text())  # the notebook served
     expected = [expected_formulas("".join(c["source"])) for c in nb["cells"] if c["cell_type"] == "markdown"]
-    with contextlib.ExitStack() as stack:
-        if assignment in RUN_IN_LAB:  # its run page, outputs and all
-            (page, _), panel = executed(assignment), ".jp-NotebookPanel"
-        else:
-            page, panel = reader, stack.enter_context(read_notebook(reader, assignment))
+    if assignment in RUN_IN_LAB:  # its run page, outputs and all
+        (page, _), opened = executed(assignment), contextlib.nullcontext(".jp-NotebookPanel")
+    else:  # the reader page, asked for only here: a run page alone loads no second one
+        page = request.getfixturevalue("reader")
+        opened = read_notebook(page, assignment)
+    with opened as panel:
         report = math_report(page, panel, sum(expected))
         problems = math_problems(report, expected)
         if problems:

@@ -124,3 +124,12 @@ def test_the_slots_forkserver_imports_what_every_test_namespace_imports():
     assert "grader.checks.welford" in imported and "matplotlib.pyplot" in imported
     covered = {m for m in imported if any(w == m or w.startswith(m + ".") for w in warm)}
     assert imported - covered == set()
+
+
+def test_grading_does_not_import_the_course_builder():
+    """jupytext (the builder's) costs about 0.4 s of CPU: a grade run that has nothing to build does without."""
+    probe = "import sys, grader.grading.pipeline, grader.grading.cli; print(sorted({'jupytext', 'grader.course.build'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]"], done.stdout
