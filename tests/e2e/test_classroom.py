@@ -328,6 +328,21 @@ def gather_evidence(out: dict) -> dict:
     return evidence
 
 
+def new_in_tmp(before: set[str], uid: int) -> list[str]:
+    """Names in /tmp that were not in ``before`` and belong to ``uid``. Other processes (another test
+    worker's) create and remove their own files meanwhile: one gone before it is looked at is not ours."""
+    found = []
+    for path in Path("/tmp").iterdir():
+        if path.name in before:
+            continue
+        try:
+            if path.lstat().st_uid == uid:
+                found.append(path.name)
+        except FileNotFoundError:
+            continue
+    return sorted(found)
+
+
 @pytest.fixture(scope="module")
 def classroom():
     if not sys.platform.startswith("linux"):
@@ -483,9 +498,7 @@ def classroom():
                     grade = start_as("instructor", [sys.executable, "-m", "grader", "grade", ASSIGNMENT,
                                                     "--root", str(course)], course)
                     out["grade"] = finish("instructor", grade, "grade", must_succeed=False)
-                    out["tmp_left"] = sorted(
-                        p.name for p in Path("/tmp").iterdir()
-                        if p.name not in tmp_before and p.lstat().st_uid == instructor.pw_uid)
+                    out["tmp_left"] = new_in_tmp(tmp_before, instructor.pw_uid)
                     csv_path = course / "build" / "grades.csv"
                     out["scores"] = {}
                     if csv_path.exists():
@@ -545,6 +558,8 @@ def classroom():
             try:
                 if entry.lstat().st_uid in uids:
                     shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            except FileNotFoundError:
+                continue  # another process's temporary file, already gone
             except OSError as error:
                 out["teardown"].append(f"could not remove {entry}: {error}")
         shutil.rmtree(base, ignore_errors=True)

@@ -139,10 +139,14 @@ def test_an_interpreter_to_check_is_present():
 def installed_report() -> dict:
     """This suite's environment in the shape of pip's report: what a dry run would have resolved."""
     import importlib.metadata
+    import sysconfig
+
     from packaging.markers import default_environment
 
+    # The venv's site-packages only: sys.path can hold more (setuptools puts its vendored packages on it)
+    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
     install = [{"metadata": {"name": d.metadata["Name"], "version": d.version}}
-               for d in importlib.metadata.distributions()]
+               for d in importlib.metadata.distributions(path=site)]
     return {"environment": default_environment(), "install": install}
 
 
