@@ -17,6 +17,10 @@ matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.implementations
 
+from grader.grading.startup import skip_iri_grammars  # noqa: E402
+
+skip_iri_grammars()  # as in the grader's own processes: 1-3 s of CPU per test process otherwise
+
 from grader.course.build import present_assignments  # noqa: E402
 
 # LNCOURSE_ASSIGNMENTS=03_backward,04_rmsnorm restricts the suite while authoring.
