@@ -5,7 +5,10 @@ Run as ``python -m grader.course.release_batch ID [ID ...]`` from the course roo
 """
 import sys
 
-from nbgrader.apps import GenerateAssignmentApp
+from grader.course import skip_iri_grammars
+
+skip_iri_grammars()  # before nbgrader imports jsonschema
+from nbgrader.apps import GenerateAssignmentApp  # noqa: E402
 
 
 def read_migration_head_in_process() -> None:

@@ -5,27 +5,12 @@ import re
 import sys
 from pathlib import Path
 
-SKIPPED_MODULE = "rfc3987_syntax"
+from grader.course import SKIPPED_MODULE, skip_iri_grammars  # noqa: F401 - where the grader's processes find it
+
 # The learner-side packages whose modules the notebooks' first cells import (the checks, the widgets and
 # experiments): the slots' forkserver imports every module of them once, for the test cells' namespace.
 # (Not the zygote factory: a sandbox imports ipywidgets, through normlab, after its kernel exists.)
 LEARNER_PACKAGES = ["grader.checks", "normlab"]
-
-
-def skip_iri_grammars() -> None:
-    """Keep jsonschema from compiling rfc3987_syntax's 38 grammars in this process (1-5 s of CPU).
-
-    jsonschema registers its "iri" and "iri-reference" format checkers at import when
-    rfc3987_syntax is installed (jupyter-events needs it), and that module builds every grammar
-    it has on import. nbformat validates without a format checker and its schemas use neither
-    format, so the grader's processes (coordinator, record and feedback workers) go without. Only
-    those: a learner's sandbox starts from a fresh interpreter and imports what Jupyter would.
-    Too late once jsonschema is imported (the checkers are registered then), so it changes nothing.
-    """
-    if "jsonschema" not in sys.modules:
-        sys.modules.setdefault(SKIPPED_MODULE, None)  # None in sys.modules: `import` raises ImportError
-
-
 TORCH_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 FACTORY_FOLDER_PREFIX = "lncourse-zygotes-"  # a ZygoteFactory's private folder (its socket, torch's cache)
 

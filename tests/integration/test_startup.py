@@ -133,3 +133,12 @@ def test_grading_does_not_import_the_course_builder():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[]"], done.stdout
+
+
+def test_the_course_build_skips_the_iri_grammars_too():
+    """nbgrader generate_assignment (grader.course.release_batch) validates as the grader does, without them."""
+    probe = "import sys, grader.course.release_batch, jsonschema; print(sys.modules['rfc3987_syntax'] is None)"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"], done.stdout
