@@ -23,17 +23,6 @@ from grader.compare import CheckFailed
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _one_torch_thread():
-    """Thousands of tiny torch oracle calls: with torch's intra-op thread pool each costs ~10 ms on a
-    busy 2-core machine, against ~10 us on one thread. This sets it for the whole test process."""
-    import torch
-
-    torch.set_num_threads(1)
-
-
-_one_torch_thread()
-
-
 @dataclass
 class Outcome:
     passed: bool
