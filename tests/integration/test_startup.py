@@ -126,19 +126,21 @@ def test_the_slots_forkserver_imports_what_every_test_namespace_imports():
     assert imported - covered == set()
 
 
-def test_grading_does_not_import_the_course_builder():
-    """jupytext (the builder's) costs about 0.4 s of CPU: a grade run that has nothing to build does without."""
-    probe = "import sys, grader.grading.pipeline, grader.grading.cli; print(sorted({'jupytext', 'grader.course.build'} & set(sys.modules)))"
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True,
+def fresh_interpreter_prints(code: str) -> list[str]:
+    """What ``code`` prints, split in words, run by a fresh interpreter in the checkout."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]"], done.stdout
+    return done.stdout.split()
+
+
+def test_grading_does_not_import_the_course_builder():
+    """jupytext (the builder's) costs about 0.4 s of CPU: a grade run that has nothing to build does without."""
+    assert fresh_interpreter_prints("import sys, grader.grading.pipeline, grader.grading.cli\n"
+                                    "print(sorted({'jupytext', 'grader.course.build'} & set(sys.modules)))") == ["[]"]
 
 
 def test_the_course_build_skips_the_iri_grammars_too():
     """nbgrader generate_assignment (grader.course.release_batch) validates as the grader does, without them."""
-    probe = "import sys, grader.course.release_batch, jsonschema; print(sys.modules['rfc3987_syntax'] is None)"
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True"], done.stdout
+    assert fresh_interpreter_prints("import sys, grader.course.release_batch, jsonschema\n"
+                                    "print(sys.modules['rfc3987_syntax'] is None)") == ["True"]
