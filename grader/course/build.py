@@ -14,7 +14,6 @@ nothing records a time, so rebuilding an unchanged tree changes no file.
 from __future__ import annotations
 
 import copy
-import os
 import re
 import subprocess
 import sys

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 from grader.course import SKIPPED_MODULE, skip_iri_grammars  # noqa: F401 - where the grader's processes find it
