@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.implementations
 
-from grader.grading.startup import skip_iri_grammars  # noqa: E402
+from grader.course import skip_iri_grammars  # noqa: E402
 
 skip_iri_grammars()  # as in the grader's own processes: 1-3 s of CPU per test process otherwise
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grader.course import course_root
-    from grader.grading.startup import may_execute, names_a_scheduler, skip_iri_grammars
+    from grader.course import course_root, skip_iri_grammars
+    from grader.grading.startup import may_execute, names_a_scheduler
 
     skip_iri_grammars()  # before anything imports nbformat
     from grader.grading.config import GradeConfig

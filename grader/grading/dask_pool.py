@@ -27,8 +27,8 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+from grader.course import skip_iri_grammars
 from grader.grading import slots
-from grader.grading.startup import skip_iri_grammars
 
 _job_lock = threading.Lock()
 _scratch: Path | None = None  # this worker's folder for sandboxes (its own disk, not the coordinator's)

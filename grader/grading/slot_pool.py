@@ -23,7 +23,9 @@ SLOT_MODULES = ["grader.grading.warm_slot"]  # what the forkserver imports befor
 SLOT_WARM_MODULES = ["numpy", "torch", "torch.fx.experimental.symbolic_shapes", "grader.grading.execute",
                      "grader.grading.execution_slot", "grader.oracles", "matplotlib.pyplot", "IPython.display",
                      "grader.compare", "grader.derive", "grader.learner", "grader.predict"]
-# and every module of grader.grading.startup.LEARNER_PACKAGES
+# And every module of the learner-side packages those cells import from (the checks, the widgets and
+# experiments). Not in the zygote factory: a sandbox imports ipywidgets, through normlab, after its kernel exists.
+LEARNER_PACKAGES = ["grader.checks", "normlab"]
 
 _zygote_factory = None  # this process's ZygoteFactory: started once, used by every later pool
 _lifeline_pipe = None  # (read end, write end): the write end stays in the coordinator (and its forks)

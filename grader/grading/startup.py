@@ -1,15 +1,9 @@
-"""What the grader's own processes do before their first import of nbformat."""
+"""What the grader's own processes do at start (skipping the IRI grammars: ``grader.course.skip_iri_grammars``)."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from grader.course import SKIPPED_MODULE, skip_iri_grammars  # noqa: F401 - where the grader's processes find it
-
-# The learner-side packages whose modules the notebooks' first cells import (the checks, the widgets and
-# experiments): the slots' forkserver imports every module of them once, for the test cells' namespace.
-# (Not the zygote factory: a sandbox imports ipywidgets, through normlab, after its kernel exists.)
-LEARNER_PACKAGES = ["grader.checks", "normlab"]
 TORCH_CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 FACTORY_FOLDER_PREFIX = "lncourse-zygotes-"  # a ZygoteFactory's private folder (its socket, torch's cache)
 

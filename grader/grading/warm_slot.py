@@ -10,14 +10,15 @@ import importlib
 import os
 import shutil
 
-from grader.grading.startup import LEARNER_PACKAGES, package_modules, private_torch_cache, skip_iri_grammars
+from grader.course import skip_iri_grammars
+from grader.grading.startup import package_modules, private_torch_cache
 
 skip_iri_grammars()  # before nbformat (grader.grading.execute) imports jsonschema
 _torch_cache, _owner = private_torch_cache(), os.getpid()
 if _torch_cache:  # the forkserver removes it when it exits; the slots leave by os._exit
     atexit.register(lambda: os.getpid() == _owner and shutil.rmtree(_torch_cache, ignore_errors=True))
 
-from grader.grading.slot_pool import SLOT_WARM_MODULES  # noqa: E402
+from grader.grading.slot_pool import LEARNER_PACKAGES, SLOT_WARM_MODULES  # noqa: E402
 
 os.environ.setdefault("MPLBACKEND", "Agg")  # the slots draw nothing
 for _name in SLOT_WARM_MODULES:

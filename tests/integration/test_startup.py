@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow  # fresh interpreters: the point is what happens a
 
 PROBE = """
 import sys, time, glob
-from grader.grading.startup import skip_iri_grammars
+from grader.course import skip_iri_grammars
 if sys.argv[1] == "skip":
     skip_iri_grammars()
 started = time.process_time()
@@ -116,8 +116,8 @@ def first_cell_imports() -> set[str]:
 def test_the_slots_forkserver_imports_what_every_test_namespace_imports():
     """A slot runs each notebook's imports before its test cells: none may be a slot's own first import
     (matplotlib alone was 0.25 s of CPU per slot)."""
-    from grader.grading.slot_pool import SLOT_WARM_MODULES
-    from grader.grading.startup import LEARNER_PACKAGES, package_modules
+    from grader.grading.slot_pool import LEARNER_PACKAGES, SLOT_WARM_MODULES
+    from grader.grading.startup import package_modules
 
     warm = set(SLOT_WARM_MODULES) | set(package_modules(LEARNER_PACKAGES))
     imported = first_cell_imports()
