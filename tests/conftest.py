@@ -21,18 +21,11 @@ from grader.course import skip_iri_grammars  # noqa: E402
 
 skip_iri_grammars()  # as in the grader's own processes: 1-3 s of CPU per test process otherwise
 
+from grader.grading.execute import one_torch_thread  # noqa: E402
 
-def _one_torch_thread():
-    """The checks make thousands of tiny torch calls (their reference norms): with torch's intra-op pool,
-    its idle threads spin between them, several times the CPU of the calls (and ~10 ms a call on a busy
-    2-core machine, against ~10 us on one thread). For every test process, as in the grader's slots
-    (grader.grading.execute.one_torch_thread); the test processes import torch anyway."""
-    import torch
-
-    torch.set_num_threads(1)
-
-
-_one_torch_thread()
+# The checks' thousands of tiny torch calls run on one thread, as in the grader's slots: an intra-op pool's
+# idle threads spin between them (~10 ms a call on a busy 2-core machine, against ~10 us on one thread).
+one_torch_thread()
 
 from grader.course.build import present_assignments  # noqa: E402
 
