@@ -20,9 +20,13 @@ REPORT_ARGS ?=
 
 .PHONY: lab test check build grade report bench bench-grade clean install
 
+# pip first, at constraints.txt's version (a venv's own can be years old, and slow to resolve). -qq for the
+# project: pip >= 25 shows build-backend warnings even with -q (setuptools' notice on every editable
+# install); errors still show.
 define install_venv
 test -x $(PY) || $(PYTHON) -m venv $(VENV)
-$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
+$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt pip
+$(PY) -m pip install -qq --disable-pip-version-check -c constraints.txt -e ".[dev]"
 touch $(STAMP)
 endef
 
