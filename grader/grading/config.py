@@ -39,7 +39,9 @@ class GradeConfig(Configurable):
     grader_version = Unicode("", help="What names this grader in the job keys: '' for a digest of its code "
                              "(every module of grader/ and normlab/), so any change of the grader re-executes every "
                              "job. A name (a release tag) pins it: cached results then survive code changes, which "
-                             "is right only if those changes cannot change a verdict.").tag(config=True)
+                             "is right only if those changes cannot change a verdict. Either way the key also holds "
+                             "the environment (Python and every installed package's version), and Dask workers must "
+                             "match it.").tag(config=True)
     scheduler = Unicode("", help="Where jobs execute: '' for the local warm pool, or a Dask scheduler's address "
                         "(tcp://HOST:PORT): jobs then run on its workers, which need this project installed and root or "
                         "user namespaces for the sandbox (each job travels with its files: no shared filesystem). "

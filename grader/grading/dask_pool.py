@@ -10,7 +10,10 @@ Each worker runs the same zygote-and-sandbox executor as a local slot. A job tra
 so a worker needs no view of the coordinator's disk (Dask-Gateway pods, Slurm nodes); it writes
 them to a private folder of its own, executes, and removes it (``run_packed``). A worker needs:
 this project installed (``pip install .[dev] -c constraints.txt``) and root or unprivileged user
-namespaces for the sandbox; ``probe`` asks every worker which it has.
+namespaces for the sandbox; ``probe`` asks every worker which it has. A worker must also run the
+coordinator's grader in the same environment (``grader.grading.jobs.grader_version``: the grader's
+code, Python, every installed version), since that is part of each job's key: a worker that does not
+is refused at the start, and one that joins later fails each job it is sent (zero and a message).
 Jobs on one worker run one at a time (a lock), so ``--nthreads 1`` and one worker per core
 is the efficient layout. A worker that dies mid-job loses nothing: the scheduler gives its
 jobs to another worker, and a result is accepted once per job.
@@ -39,15 +42,30 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def pack(job) -> str:
+class OtherGrader(RuntimeError):
+    """This worker's grader or environment is not the one a job's key names."""
+
+
+def require_same_grader(job, pinned: str) -> None:
+    """Raise ``OtherGrader`` unless this process's ``grader_version(pinned)`` is the job's: a result from
+    other code or other package versions would be filed under a key that does not describe it."""
+    from grader.grading.jobs import grader_version
+
+    if grader_version(pinned) != job.grader:
+        raise OtherGrader("this Dask worker runs another grader, Python or package versions than the coordinator: "
+                          "install the same checkout with the same constraints.txt there")
+
+
+def pack(job, pinned: str = "") -> str:
     """``job`` (grader.grading.jobs.Job) with the bytes it names: the sanitised notebook, the instructor's
     notebook and every regular file of the learner's folder (links and other entries are left out, as
-    the sandbox's copy leaves them out). Read on the coordinator, which alone sees the course."""
+    the sandbox's copy leaves them out), and ``pinned`` (``GradeConfig.grader_version``), with which the
+    worker checks it is the grader the job's key names. Read on the coordinator, which alone sees the course."""
     from grader.grading.jobs import folder_entries
 
     files = [[_b64(relative), _b64(path.read_bytes())] for relative, path, regular in folder_entries(job.files)
              if regular]
-    return json.dumps({"job": job.to_json(), "notebook": _b64(Path(job.notebook_path).read_bytes()),
+    return json.dumps({"job": job.to_json(), "pinned": pinned, "notebook": _b64(Path(job.notebook_path).read_bytes()),
                        "source": _b64(Path(job.source_path).read_bytes()), "files": files})
 
 
@@ -107,11 +125,13 @@ def _worker_scratch() -> Path:
 
 def unpack(packed: str, folder: Path):
     """The job of ``pack``'s text, its files written under ``folder`` (private: 0700, files 0600) and its
-    paths and scratch pointing there; the job's identity (key, digests) is unchanged."""
+    paths and scratch pointing there; the job's identity (key, digests) is unchanged. Raises ``OtherGrader``
+    (nothing written) if this process is not the grader the job's key names."""
     from grader.grading.jobs import Job
 
     data = json.loads(packed)
     job = Job.from_json(data["job"])
+    require_same_grader(job, data.get("pinned", ""))
     job_folder = folder / "job"
     job_folder.mkdir(mode=0o700)
     _private_file(job_folder / "notebook.ipynb", base64.b64decode(data["notebook"]))
@@ -164,17 +184,20 @@ def run_serialised(function, *args):
         return function(*args)
 
 
-def _worker_report(options: dict) -> dict:
+def _worker_report(options: dict, pinned: str = "") -> dict:
     """On a worker: its slot, host, whether a sandbox starts with the class's options ("problem": None
-    or why not) and the isolation level that sandbox enforced ("none" if none started)."""
+    or why not), the isolation level that sandbox enforced ("none" if none started) and its
+    ``grader_version(pinned)``."""
     import socket
 
     from grader.grading import execution_slot
+    from grader.grading.jobs import grader_version
 
     slot = _setup_worker()
     with _job_lock:
         probe = execution_slot.probe({**options, "scratch": str(_worker_scratch() / "sandboxes")})
-    return {"host": socket.gethostname(), "slot": slot, "problem": probe.problem, "isolation": probe.level or "none"}
+    return {"host": socket.gethostname(), "slot": slot, "problem": probe.problem, "isolation": probe.level or "none",
+            "grader": grader_version(pinned)}
 
 
 class DaskPool:
@@ -193,9 +216,9 @@ class DaskPool:
     def wait_for_workers(self, n: int = 1, seconds: float = 60.0) -> None:
         self.client.wait_for_workers(n, timeout=seconds)
 
-    def reports(self, options: dict) -> dict[str, dict]:
+    def reports(self, options: dict, pinned: str = "") -> dict[str, dict]:
         """Every worker's report (``_worker_report``), by worker address."""
-        return self.client.run(_worker_report, options)
+        return self.client.run(_worker_report, options, pinned)
 
     def submit(self, function, *args):
         """A ``concurrent.futures.Future`` of ``function(*args)`` run on some worker."""

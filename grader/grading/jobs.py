@@ -10,7 +10,9 @@ pickled) with a ``job`` field naming the job that produced it. The key of a job 
   order) and every file of the learner's folder the sandbox sees (path, bytes);
 - ``bundle``: the instructor's notebook for it (source/<assignment>/<notebook>.ipynb: the
   test cells, hidden ones included, and the imports they run with);
-- ``grader``: this grader (every module of ``grader`` and ``normlab``, the result schema);
+- ``grader``: this grader (every module of ``grader`` and ``normlab``, the result schema) and the
+  environment it runs in (Python, and every installed distribution's version: a new numpy or torch
+  can change a verdict, so it re-executes);
 - ``settings``: what changes a verdict besides those (isolation level, time limits);
 - and who it is for: two learners who hand in the same bytes are two jobs (a result names
   its learner, and is accepted for that learner only).
@@ -44,11 +46,33 @@ def canonical(value) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
+def environment() -> str:
+    """What executes a job besides the grader's code, as text: the Python (version, implementation,
+    platform) and every distribution installed in its site-packages, by name and version."""
+    import platform
+    import sys
+    import sysconfig
+
+    names = set()
+    for folder in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+        try:
+            # a dist-info folder's name holds its distribution's name and version (parsing every METADATA: 0.1 s)
+            names.update(n for n in os.listdir(folder) if n.endswith((".dist-info", ".egg-info")))
+        except OSError:
+            pass
+    python = f"{platform.python_implementation()} {'.'.join(map(str, sys.version_info[:3]))} " \
+             f"{sys.platform} {platform.machine()}"
+    return "\n".join([python, *sorted(names)])
+
+
 def grader_version(pinned: str = "") -> str:
-    """Digest of the grading code: every .py of the grader and normlab packages, and the schema;
-    or, if ``pinned`` (``GradeConfig.grader_version``), the digest of that name alone."""
+    """Digest of the grading code (every .py of the grader and normlab packages, and the schema) and
+    of ``environment()``; or, if ``pinned`` (``GradeConfig.grader_version``), of that name instead of
+    the code (the environment still counts)."""
+    if "env" not in _VERSION_CACHE:
+        _VERSION_CACHE["env"] = _sha(environment().encode())
     if pinned:
-        return _sha(f"pinned {pinned}\nschema {results.SCHEMA_VERSION}".encode())
+        return _sha(f"pinned {pinned}\nschema {results.SCHEMA_VERSION}\nenvironment {_VERSION_CACHE['env']}".encode())
     if "v" not in _VERSION_CACHE:
         import grader
 
@@ -59,6 +83,7 @@ def grader_version(pinned: str = "") -> str:
                     continue
                 digest.update(str(path.relative_to(package.parent)).encode() + b"\0")
                 digest.update(_sha(path.read_bytes()).encode() + b"\n")
+        digest.update(f"environment {_VERSION_CACHE['env']}".encode())
         _VERSION_CACHE["v"] = digest.hexdigest()
     return _VERSION_CACHE["v"]
 

@@ -173,15 +173,16 @@ def _feedback_task(args):
     return student, None
 
 
-def _dask_pool(address: str, options: dict, seconds: float = 20.0):
-    """(pool, None) once every worker of the Dask scheduler at ``address`` has started a sandbox;
-    (None or the pool, why not) otherwise: then nothing executes and nobody is scored."""
+def _dask_pool(address: str, options: dict, seconds: float = 20.0, grader: str = "", pinned: str = ""):
+    """(pool, None) once every worker of the Dask scheduler at ``address`` has started a sandbox and runs
+    ``grader`` (``grader_version(pinned)`` of this process); (None or the pool, why not) otherwise: then
+    nothing executes and nobody is scored."""
     from grader.grading.dask_pool import DaskPool
 
     try:
         pool = DaskPool(address, connect_seconds=seconds)
         pool.wait_for_workers(1, seconds)
-        reports = pool.reports(options)
+        reports = pool.reports(options, pinned)
     except Exception as error:  # noqa: BLE001 - unreachable scheduler, no workers, a worker that cannot start
         return None, f"the Dask scheduler {address} gave no usable worker ({type(error).__name__}: {str(error)[:300]})"
     broken = {worker: report["problem"] for worker, report in reports.items() if report["problem"]}
@@ -190,6 +191,10 @@ def _dask_pool(address: str, options: dict, seconds: float = 20.0):
           file=sys.stderr)
     if broken:
         return pool, "Dask workers cannot start a sandbox: " + "; ".join(f"{w}: {p}" for w, p in broken.items())
+    other = sorted(worker for worker, report in reports.items() if grader and report.get("grader") != grader)
+    if other:
+        return pool, (f"Dask workers run another grader, Python or package versions than this coordinator "
+                      f"({printable(', '.join(other), 300)}): install the same checkout with the same constraints.txt there")
     return pool, None
 
 
@@ -318,7 +323,8 @@ class GradingRun:
         if self.settings.scheduler:
             if self.pool is None and not self.probe_error:  # asked once: a cluster that failed is not retried
                 self.pool, self.probe_error = _dask_pool(self.settings.scheduler, self.options,
-                                                        self.settings.scheduler_timeout)
+                                                        self.settings.scheduler_timeout, self.grader,
+                                                        self.settings.grader_version)
         elif self.pool is None:
             self.pool = self.pool_factory(self.jobs)
             self.probe = self.pool.submit(probe, self.options)
@@ -382,7 +388,7 @@ class GradingRun:
             from grader.grading.dask_pool import pack, run_packed
 
             try:
-                packed = pack(task.job)
+                packed = pack(task.job, self.settings.grader_version)
             except (OSError, ValueError) as error:  # the grader's own disk: this notebook scores zero
                 self._done(task.student, task.notebook, None, f"its grading job could not be sent to the cluster "
                                                               f"({type(error).__name__}); it scores zero: tell the instructor")

@@ -80,6 +80,25 @@ def test_a_key_depends_on_submission_bundle_and_settings_only(tmp_path):
     assert len(jobs.grader_version()) == 64 and jobs.grader_version() == jobs.grader_version()
 
 
+def test_the_grader_version_holds_the_environment(tmp_path, monkeypatch):
+    """Another numpy, torch or Python executes every job again, pinned grader or not."""
+    import importlib.metadata
+    import platform
+
+    text = jobs.environment()
+    assert platform.python_version() in text.splitlines()[0]
+    for name in ("numpy", "torch", "nbgrader"):
+        version = importlib.metadata.version(name)
+        assert any(line.startswith(f"{name}-{version}.dist-info") for line in text.splitlines()), (name, version)
+    before = {pin: jobs.grader_version(pin) for pin in ("", "v1")}
+    base = _job(tmp_path / "a")
+    monkeypatch.setattr(jobs, "_VERSION_CACHE", {})
+    monkeypatch.setattr(jobs, "environment", lambda: text.replace("numpy-", "numpy-9"))
+    after = {pin: jobs.grader_version(pin) for pin in ("", "v1")}
+    assert all(before[pin] != after[pin] for pin in before)
+    assert _job(tmp_path / "b").key != base.key
+
+
 def test_a_result_is_accepted_only_for_its_own_job(tmp_path):
     ada, bob = _job(tmp_path, "ada"), _job(tmp_path, "bob", code="assert 1")
     good = _result(ada)

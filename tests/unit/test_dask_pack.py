@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from grader.grading import dask_pool
-from grader.grading.jobs import Job, folder_digest
+from grader.grading.jobs import Job, folder_digest, grader_version
 
 
 @pytest.fixture
@@ -28,13 +28,13 @@ def job(tmp_path):
     (files / "link.py").symlink_to(files / "helper.py")  # never followed, never sent
     options = {"mode": "auto", "scratch": str(course / "sandboxes"), "limits": {"cell_seconds": 20},
                "hidden": [str(course)]}
-    return Job.make("A", "ada", "a", notebook, source, files, options, grader="test")
+    return Job.make("A", "ada", "a", notebook, source, files, options, grader=grader_version("test"))
 
 
 def test_the_unpacked_job_is_the_same_job_with_its_bytes_in_a_private_folder(job, tmp_path):
     worker = tmp_path / "worker"
     worker.mkdir()
-    unpacked = dask_pool.unpack(dask_pool.pack(job), worker)
+    unpacked = dask_pool.unpack(dask_pool.pack(job, "test"), worker)
     assert unpacked.identity() == job.identity() and unpacked.notebook_digest == job.notebook_digest
     for path in (unpacked.notebook_path, unpacked.source_path, unpacked.files):
         assert str(worker) in path and "coordinator" not in path
@@ -54,12 +54,54 @@ def test_the_unpacked_job_is_the_same_job_with_its_bytes_in_a_private_folder(job
 
 @pytest.mark.parametrize("name", [b"../escape.py", b"/etc/cron.d/x", b"data/../../x"])
 def test_a_packed_file_that_leaves_its_folder_is_refused(job, tmp_path, name):
-    packed = json.loads(dask_pool.pack(job))
+    packed = json.loads(dask_pool.pack(job, "test"))
     packed["files"].append([base64.b64encode(name).decode(), base64.b64encode(b"x").decode()])
     (tmp_path / "worker").mkdir()
     with pytest.raises(ValueError):
         dask_pool.unpack(json.dumps(packed), tmp_path / "worker")
     assert not (tmp_path / "escape.py").exists()
+
+
+def test_a_worker_running_another_grader_or_environment_refuses_the_job(job, tmp_path, monkeypatch):
+    """The job's key names the coordinator's grader and environment: a worker whose own differ (another
+    numpy, another checkout, another pin) writes nothing and raises; the coordinator scores it zero."""
+    from grader.grading import jobs
+
+    (tmp_path / "worker").mkdir()
+    with pytest.raises(dask_pool.OtherGrader, match="same constraints.txt"):
+        dask_pool.unpack(dask_pool.pack(job, "another pin"), tmp_path / "worker")
+    monkeypatch.setattr(jobs, "_VERSION_CACHE", {})
+    real = jobs.environment()
+    monkeypatch.setattr(jobs, "environment", lambda: real.replace("numpy-", "numpy-0.0.1+other-"))
+    with pytest.raises(dask_pool.OtherGrader):
+        dask_pool.unpack(dask_pool.pack(job, "test"), tmp_path / "worker")
+    assert list((tmp_path / "worker").iterdir()) == []
+
+
+class _FakeCluster:
+    """What ``grader.grading.pipeline._dask_pool`` asks of a ``DaskPool``: two workers, one of another grader."""
+
+    def __init__(self, address, connect_seconds):
+        pass
+
+    def wait_for_workers(self, n, seconds):
+        pass
+
+    def reports(self, options, pinned):
+        ours = grader_version(pinned)
+        return {"tcp://a:1": {"host": "a", "slot": 0, "problem": None, "isolation": "userns", "grader": ours},
+                "tcp://b:1": {"host": "b", "slot": 0, "problem": None, "isolation": "userns", "grader": "0" * 64}}
+
+
+def test_the_coordinator_refuses_a_cluster_with_a_worker_of_another_grader(monkeypatch):
+    from grader.grading import pipeline
+
+    monkeypatch.setattr(dask_pool, "DaskPool", _FakeCluster)
+    _, problem = pipeline._dask_pool("tcp://x:1", {}, 1.0, grader_version("pin"), "pin")
+    assert problem and "tcp://b:1" in problem and "tcp://a:1" not in problem and "constraints.txt" in problem
+    monkeypatch.setattr(_FakeCluster, "reports", lambda self, options, pinned: {
+        "tcp://a:1": {"host": "a", "slot": 0, "problem": None, "isolation": "userns", "grader": grader_version(pinned)}})
+    assert pipeline._dask_pool("tcp://x:1", {}, 1.0, grader_version("pin"), "pin")[1] is None
 
 
 def test_a_dead_workers_scratch_is_swept_and_a_live_ones_kept(tmp_path):
