@@ -46,6 +46,10 @@ def canonical(value) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
+# What installs packages, not what runs a notebook: a worker image with another pip grades the same.
+INSTALLERS = {"pip", "setuptools", "wheel"}
+
+
 def environment() -> str:
     """What executes a job besides the grader's code, as text: the Python (version, implementation,
     platform) and every distribution installed in its site-packages, by name and version."""
@@ -57,7 +61,8 @@ def environment() -> str:
     for folder in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
         try:
             # a dist-info folder's name holds its distribution's name and version (parsing every METADATA: 0.1 s)
-            names.update(n for n in os.listdir(folder) if n.endswith((".dist-info", ".egg-info")))
+            names.update(n for n in os.listdir(folder) if n.endswith((".dist-info", ".egg-info"))
+                         and n.split("-")[0].lower() not in INSTALLERS)
         except OSError:
             pass
     python = f"{platform.python_implementation()} {'.'.join(map(str, sys.version_info[:3]))} " \

@@ -90,6 +90,7 @@ def test_the_grader_version_holds_the_environment(tmp_path, monkeypatch):
     for name in ("numpy", "torch", "nbgrader"):
         version = importlib.metadata.version(name)
         assert any(line.startswith(f"{name}-{version}.dist-info") for line in text.splitlines()), (name, version)
+    assert not [line for line in text.splitlines() if line.startswith("pip-")]  # the installer is not the environment
     before = {pin: jobs.grader_version(pin) for pin in ("", "v1")}
     base = _job(tmp_path / "a")
     monkeypatch.setattr(jobs, "_VERSION_CACHE", {})
