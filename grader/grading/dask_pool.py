@@ -56,7 +56,7 @@ def require_same_grader(job, pinned: str) -> None:
                           "install the same checkout with the same constraints.txt there")
 
 
-def pack(job, pinned: str = "") -> str:
+def pack(job, pinned: str) -> str:
     """``job`` (grader.grading.jobs.Job) with the bytes it names: the sanitised notebook, the instructor's
     notebook and every regular file of the learner's folder (links and other entries are left out, as
     the sandbox's copy leaves them out), and ``pinned`` (``GradeConfig.grader_version``), with which the
@@ -131,7 +131,7 @@ def unpack(packed: str, folder: Path):
 
     data = json.loads(packed)
     job = Job.from_json(data["job"])
-    require_same_grader(job, data.get("pinned", ""))
+    require_same_grader(job, data["pinned"])
     job_folder = folder / "job"
     job_folder.mkdir(mode=0o700)
     _private_file(job_folder / "notebook.ipynb", base64.b64decode(data["notebook"]))

@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
-import hashlib
 import io
 from pathlib import Path
 
@@ -27,7 +26,8 @@ import nbformat
 
 from grader.catalogue import ID_PATTERN
 from grader.compare import CheckFailed
-from grader.grading.results import MAX_MISCONCEPTIONS, PASSED, SCHEMA_VERSION, cell_digest, file_digest, notebook_digest
+from grader.grading.results import (MAX_MISCONCEPTIONS, PASSED, SCHEMA_VERSION, bytes_digest, cell_digest, file_digest,
+                                   notebook_digest)
 from grader.grading.sandbox.client import DelegationError, Limits, Sandbox, SandboxError
 
 DELEGATION = "common.delegation"
@@ -129,7 +129,7 @@ def trusted_bundle(source_path: str) -> tuple[str, nbformat.NotebookNode, dict[s
     once per content: a worker grades many learners of the same notebook. Read by content, so a changed
     file is parsed again. The cached notebook and dict are only read, never changed."""
     data = Path(source_path).read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
+    digest = bytes_digest(data)  # the same digest as the job's bundle, which accept() compares
     if digest not in _BUNDLES:
         if len(_BUNDLES) >= 16:
             _BUNDLES.clear()

@@ -173,7 +173,7 @@ def _feedback_task(args):
     return student, None
 
 
-def _dask_pool(address: str, options: dict, seconds: float = 20.0, grader: str = "", pinned: str = ""):
+def _dask_pool(address: str, options: dict, seconds: float, grader: str, pinned: str):
     """(pool, None) once every worker of the Dask scheduler at ``address`` has started a sandbox and runs
     ``grader`` (``grader_version(pinned)`` of this process); (None or the pool, why not) otherwise: then
     nothing executes and nobody is scored."""
@@ -191,7 +191,7 @@ def _dask_pool(address: str, options: dict, seconds: float = 20.0, grader: str =
           file=sys.stderr)
     if broken:
         return pool, "Dask workers cannot start a sandbox: " + "; ".join(f"{w}: {p}" for w, p in broken.items())
-    other = sorted(worker for worker, report in reports.items() if grader and report.get("grader") != grader)
+    other = sorted(worker for worker, report in reports.items() if report.get("grader") != grader)
     if other:
         return pool, (f"Dask workers run another grader, Python or package versions than this coordinator "
                       f"({printable(', '.join(other), 300)}): install the same checkout with the same constraints.txt there")

@@ -70,8 +70,13 @@ def notebook_digest(nb) -> str:
     return digest.hexdigest()
 
 
+def bytes_digest(data: bytes) -> str:
+    """The digest of a file's content: what a job's ``bundle`` and a result's ``source_digest`` hold."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def file_digest(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return bytes_digest(Path(path).read_bytes())
 
 
 def autograded_tests(nb) -> dict[int, str]:
