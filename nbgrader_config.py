@@ -91,6 +91,8 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTestsFromFeedback, CSS
 #    and mistune's own link check, and the HTML is then cleaned by the same bleach
 #    allow-list as the outputs. (Cost: images attached to a markdown cell lose their data:
 #    URL, and headings lose their anchors.)
+import json as _json  # noqa: E402
+
 import bleach  # noqa: E402
 from jinja2 import pass_context  # noqa: E402
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath  # noqa: E402
@@ -139,12 +141,21 @@ class SanitizeLearnerHTML(SanitizeHTML):
         return super().preprocess_cell(cell, resources, cell_index)
 
 
+_rendered_markdown = {}  # (source, attachments) -> HTML: a class's feedback repeats the same prose cells
+
+
 @pass_context
 def markdown2html(context, source):
     """nbconvert's markdown rendering (math, attachments), then the learner HTML allow-list."""
-    renderer = IPythonRenderer(escape=False, allow_harmful_protocols=False, exclude_anchor_links=True,
-                               attachments=context.get("cell", {}).get("attachments", {}))
-    return SanitizeLearnerHTML().sanitize_html_tags(MarkdownWithMath(renderer=renderer).render(source))
+    attachments = context.get("cell", {}).get("attachments", {})
+    key = (source, _json.dumps(attachments, sort_keys=True))
+    if key not in _rendered_markdown:
+        renderer = IPythonRenderer(escape=False, allow_harmful_protocols=False, exclude_anchor_links=True,
+                                   attachments=attachments)
+        if len(_rendered_markdown) > 4096:  # a long-lived process (the formgrader) keeps only recent cells
+            _rendered_markdown.clear()
+        _rendered_markdown[key] = SanitizeLearnerHTML().sanitize_html_tags(MarkdownWithMath(renderer=renderer).render(source))
+    return _rendered_markdown[key]
 
 
 c.HTMLExporter.sanitize_html = True

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 
@@ -26,6 +27,18 @@ from grader.course.build import SOLUTION_MARKER, build, course_root, present_ass
 HOSTILE_PREAMBLE = ("for _name in [n for n in globals() if n.startswith('check_')]:\n"
                     "    globals()[_name] = lambda *a, **k: None\n")
 SOLUTION_BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION[^\n]*", re.S | re.M)
+
+
+class Row(NamedTuple):
+    """One assignment's seconds: both graders, and what the model T(n) = fixed + n * marginal gives."""
+    assignment: str
+    plain: float  # nbgrader autograde
+    ours: float  # grader grade (feedback included)
+    per_submission: float
+    fixed: float
+    regrade: float  # grader grade again, every result cached
+    serial: float | None  # grader grade --jobs 1, with --jobs-scaling
+    plain_feedback: float | None = None  # nbgrader generate_feedback after the autograde
 
 
 def learner_notebook(source_nb, release_nb, kind: str):
@@ -125,6 +138,8 @@ def main(argv=None) -> int:
         rows = []
         for a in assignments:
             plain_a, _ = run([sys.executable, "-m", "nbgrader", "autograde", a, "--force"], plain)
+            # grader grade also writes every learner's feedback: what nbgrader does in a second command
+            plain_feedback_a, _ = run([sys.executable, "-m", "nbgrader", "generate_feedback", a, "--force"], plain)
             ours_a, report = run(grade_command(ours, a, jobs), ours)
             # the same command again: every job's result is cached, so only nbgrader's steps run
             again_a, again = run(grade_command(ours, a, jobs), ours)
@@ -134,7 +149,7 @@ def main(argv=None) -> int:
             # T(n) = fixed + n * per_submission, from the class and the one-learner copy
             per_submission = (ours_a - one_a) / (len(roster) - 1) if len(roster) > 1 else ours_a
             fixed = one_a - per_submission
-            rows.append((a, plain_a, ours_a, per_submission, fixed, again_a, serial_a))
+            rows.append(Row(a, plain_a, ours_a, per_submission, fixed, again_a, serial_a, plain_feedback_a))
             # progress only: the numbers are in the table printed at the end, once
             print(f"  {a:<14} graded; {phase_report(report)}; re-grade: "
                   + (f"{executed.group(1)} executed, {executed.group(2)} from cache" if executed else "no report"),
@@ -149,16 +164,20 @@ def main(argv=None) -> int:
                      if plain_scores.get((a, s)) != our_scores.get((a, s))]
         hostile_plain = sum(plain_scores.get((a, s), 0) for a in assignments for s, k in roster.items() if k == "hostile")
         hostile_ours = sum(our_scores.get((a, s), 0) for a in assignments for s, k in roster.items() if k == "hostile")
-        plain_seconds, our_seconds = sum(r[1] for r in rows), sum(r[2] for r in rows)
+        plain_seconds, our_seconds = sum(r.plain for r in rows), sum(r.ours for r in rows)
+        feedback_seconds = sum(r.plain_feedback for r in rows)
         print_table(rows, len(roster))
         print(f"plain nbgrader autograde: {plain_seconds:7.1f} s  ({plain_seconds / total:.2f} s per submission)")
-        print(f"grader grade (isolated):  {our_seconds:7.1f} s  ({our_seconds / total:.2f} s per submission)")
-        print(f"speed-up: {plain_seconds / our_seconds:.2f}x")
-        print(f"fixed cost per grader grade run (median over assignments): {median([r[4] for r in rows]):.1f} s; "
-              f"per submission beyond it: {median([r[3] for r in rows]):.2f} s")
+        print(f"  and then generate_feedback: {plain_seconds + feedback_seconds:7.1f} s "
+              f"({(plain_seconds + feedback_seconds) / total:.2f} s per submission)")
+        print(f"grader grade (isolated, feedback included):  {our_seconds:7.1f} s  ({our_seconds / total:.2f} s per submission)")
+        print(f"speed-up: {plain_seconds / our_seconds:.2f}x against autograde alone, "
+              f"{(plain_seconds + feedback_seconds) / our_seconds:.2f}x against autograde and feedback")
+        print(f"fixed cost per grader grade run (median over assignments): {median([r.fixed for r in rows]):.1f} s; "
+              f"per submission beyond it: {median([r.per_submission for r in rows]):.2f} s")
         if args.jobs_scaling:
-            print(f"--jobs 1 against the default: {sum(r[6] for r in rows) / our_seconds:.2f}x")
-        print(f"re-grading the unchanged class (cached results): {sum(r[5] for r in rows):7.1f} s")
+            print(f"--jobs 1 against the default: {sum(r.serial for r in rows) / our_seconds:.2f}x")
+        print(f"re-grading the unchanged class (cached results): {sum(r.regrade for r in rows):7.1f} s")
         print(f"honest submissions with identical scores: {len(honest) - len(differing)}/{len(honest)}")
         for row in differing[:10]:
             print("  differs:", row)
@@ -171,12 +190,15 @@ def median(values: list[float]) -> float:
     return ordered[len(ordered) // 2] if ordered else 0.0
 
 
-def print_table(rows, learners: int) -> None:
+def print_table(rows: list[Row], learners: int) -> None:
     """One line per assignment: both graders' seconds, their ratio, per-submission and fixed cost."""
-    scaling = any(r[6] for r in rows)
+    scaling = any(r.serial for r in rows)
+    feedback = all(r.plain_feedback is not None for r in rows)
     print(f"{'assignment':<14} {'plain s':>8} {'ours s':>8} {'ratio':>6} {'plain/sub':>9} {'ours/sub':>9} "
-          f"{'marginal':>9} {'fixed s':>8} {'regrade s':>9}" + (f" {'jobs-1 s':>8} {'jobs x':>6}" if scaling else ""))
-    for a, plain_a, ours_a, per_submission, fixed, again_a, serial_a in rows:
-        print(f"{a:<14} {plain_a:8.1f} {ours_a:8.1f} {plain_a / ours_a:5.2f}x {plain_a / learners:9.2f} "
-              f"{ours_a / learners:9.2f} {per_submission:9.2f} {fixed:8.1f} {again_a:9.1f}"
-              + (f" {serial_a:8.1f} {serial_a / ours_a:5.2f}x" if scaling else ""))
+          f"{'marginal':>9} {'fixed s':>8} {'regrade s':>9}" + (f" {'jobs-1 s':>8} {'jobs x':>6}" if scaling else "")
+          + (f" {'+fb s':>7} {'ratio':>6}" if feedback else ""))
+    for r in rows:
+        print(f"{r.assignment:<14} {r.plain:8.1f} {r.ours:8.1f} {r.plain / r.ours:5.2f}x {r.plain / learners:9.2f} "
+              f"{r.ours / learners:9.2f} {r.per_submission:9.2f} {r.fixed:8.1f} {r.regrade:9.1f}"
+              + (f" {r.serial:8.1f} {r.serial / r.ours:5.2f}x" if scaling else "")
+              + (f" {r.plain + r.plain_feedback:7.1f} {(r.plain + r.plain_feedback) / r.ours:5.2f}x" if feedback else ""))

@@ -115,9 +115,10 @@ def sandbox_options(work: Path, settings: GradeConfig | None = None, hidden: lis
 
 def _init_feedback():
     """A feedback worker: forked from the coordinator (nbgrader already imported), no sandbox."""
-    from grader.grading import template_cache
+    from grader.grading import highlight_cache, template_cache
 
     template_cache.install()  # the HTML templates compiled once per worker, not once per learner
+    highlight_cache.install()  # and the class's common code cells highlighted once
     die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

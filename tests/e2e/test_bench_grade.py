@@ -45,8 +45,9 @@ def test_small_benchmark_reports_times_ratio_and_scores():
                              "06_welford"], capture_output=True, text=True, env=subprocess_env(), timeout=900)
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
-    assert re.search(r"plain nbgrader autograde: +\d+\.\d s", out) and re.search(r"grader grade \(isolated\): +\d", out)
-    assert re.search(r"speed-up: \d+\.\d\dx", out)
+    assert re.search(r"plain nbgrader autograde: +\d+\.\d s", out) and re.search(r"grader grade \(isolated, feedback included\): +\d", out)
+    assert re.search(r"and then generate_feedback: +\d+\.\d s", out)
+    assert re.search(r"speed-up: \d+\.\d\dx against autograde alone, \d+\.\d\dx against autograde and feedback", out)
     assert "isolation: user" in out or "isolation: userns" in out or "isolation: basic" in out
     assert "honest submissions with identical scores: 3/3" in out
     plain, ours = map(int, re.search(r"hostile submissions: plain nbgrader (\d+), grader grade (\d+)", out).groups())
@@ -55,12 +56,13 @@ def test_small_benchmark_reports_times_ratio_and_scores():
 
 @pytest.mark.parametrize("scaling", [False, True])
 def test_the_table_has_one_line_per_assignment(capsys, scaling):
-    from grader.grading.bench import print_table
+    from grader.grading.bench import Row, print_table
 
-    rows = [("01_bn_vs_ln", 40.0, 10.0, 0.5, 4.0, 2.0, 17.0 if scaling else None),
-            ("06_welford", 30.0, 12.0, 0.6, 4.5, 2.5, 20.0 if scaling else None)]
+    rows = [Row("01_bn_vs_ln", 40.0, 10.0, 0.5, 4.0, 2.0, 17.0 if scaling else None, 20.0),
+            Row("06_welford", 30.0, 12.0, 0.6, 4.5, 2.5, 20.0 if scaling else None, 6.0)]
     print_table(rows, learners=8)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 3 and [line.split()[0] for line in lines[1:]] == ["01_bn_vs_ln", "06_welford"]
     assert lines[1].split()[3] == "4.00x" and lines[2].split()[3] == "2.50x"
-    assert ("jobs-1" in lines[0] and lines[1].split()[-1] == "1.70x") if scaling else "jobs-1" not in lines[0]
+    assert lines[1].split()[-1] == "6.00x" and lines[2].split()[-1] == "3.00x"  # against autograde and feedback
+    assert ("jobs-1" in lines[0] and lines[1].split()[-3] == "1.70x") if scaling else "jobs-1" not in lines[0]

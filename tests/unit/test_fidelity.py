@@ -155,6 +155,37 @@ def test_errors_are_error_outputs_and_the_error_key_stays(box):
     valid_outputs(reply["outputs"])
 
 
+# Cells that fail through every kind of frame a traceback quotes: the cell, a function and a comprehension
+# defined in cells, a library's Python frames, exec'd code, a syntax error; and inspect asked about a cell.
+FAILING_CELLS = [
+    "import inspect, sys\nimport numpy as np\ndef helper(x):\n    return [1 / v for v in x]",
+    "helper([1, 0])",
+    "np.linalg.inv(np.zeros((2, 2)))",
+    "exec(compile('def f():\\n    raise KeyError(1)\\nf()', '<made>', 'exec'))",
+    "def broken(:\n    pass",
+    "print(inspect.getmodule(sys._getframe().f_code), inspect.getmodule(helper).__name__,\n"
+    "      inspect.getsourcefile(helper) is not None)",
+    "helper([0])",
+]
+
+
+@pytest.mark.slow  # a real ipykernel
+def test_tracebacks_read_as_in_a_jupyter_kernel(tmp_path):
+    """Byte for byte, every error output and print of FAILING_CELLS, sandbox against a real kernel: the
+    worker's shortcut for inspect (a cell's file is known to be no module's) changes no traceback."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in FAILING_CELLS])
+    NotebookClient(nb, timeout=120, startup_timeout=120, allow_errors=True, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=subprocess_env(), cwd=str(tmp_path))
+    in_jupyter = [[{k: o[k] for k in o if k != "execution_count"} for o in cell.outputs] for cell in nb.cells]
+    with Sandbox(mode="auto") as sandbox:
+        in_sandbox = [[{k: o[k] for k in o if k != "execution_count"} for o in run(sandbox, source)["outputs"]]
+                      for source in FAILING_CELLS]
+    assert [kinds({"outputs": outputs}) for outputs in in_jupyter][1:5] == [["error"]] * 4
+    assert in_sandbox == in_jupyter
+
+
 def test_warnings_go_to_stderr(box):
     reply = ok(box, "import warnings\nwarnings.warn('careful')")
     assert "UserWarning: careful" in reply["stderr"]

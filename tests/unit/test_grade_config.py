@@ -209,3 +209,23 @@ def test_an_unknown_isolation_mode_stops_the_run_before_any_sandbox(tmp_path, mo
     err = capsys.readouterr().err
     assert "unknown isolation mode 'usr': use one of auto, user, userns, basic" in err and "Nothing was scored" in err
     assert not (course / "build" / "grades.csv").exists()
+
+
+def test_the_course_markdown_is_rendered_once_per_process_and_unchanged():
+    """The feedback's markdown2html memoises each (source, attachments): the same HTML, rendered once."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    markdown2html = config.HTMLExporter.filters["markdown2html"]
+    memo = markdown2html.__globals__["_rendered_markdown"]
+    memo.clear()
+    cell = {"cell": {"attachments": {}}}
+    source = "# Title\n\nMaths $a<0$ and <script>alert(1)</script> [x](javascript:alert(1))"
+    first = markdown2html(cell, source)
+    assert "<script>" not in first and "javascript:" not in first and "$a&lt;0$" in first
+    assert list(memo) == [(source, "{}")]
+    memo[(source, "{}")] = "from the memo"
+    assert markdown2html(cell, source) == "from the memo"
+    attached = {"cell": {"attachments": {"a.png": {"image/png": "iVBORw0KGgo="}}}}
+    assert markdown2html(attached, source) == first  # another key: rendered, not the memo's
+    assert len(memo) == 2

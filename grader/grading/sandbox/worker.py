@@ -626,6 +626,7 @@ class Worker:
             self.start_kernel()
         self.outputs.start()
         failure = None
+        self._known_not_a_module(source)
         try:
             result = self.shell.run_cell(source, store_history=True, silent=False)
             failure = result.error_before_exec or result.error_in_exec
@@ -647,6 +648,27 @@ class Worker:
                    for name in ("stdout", "stderr")}
         return {"op": "ran", "outputs": outputs, "stdout": streams["stdout"], "stderr": streams["stderr"],
                 "error": error}
+
+    NOT_A_MODULE = "<a notebook cell: no module>"  # a name no import gives sys.modules
+
+    def _known_not_a_module(self, source: str) -> None:
+        """Tell ``inspect`` that this cell's file is no module's file, before the cell runs.
+
+        Formatting a traceback, IPython asks ``inspect.getmodule`` about each frame, about ten times a
+        frame; for a cell's file, which is on no disk and in no module, every ask walks all of
+        ``sys.modules`` (about 2,000 with torch) to find none. A wrong notebook fails a dozen cells:
+        a third of its sandbox's CPU went there. With the file mapped to a name that is not in
+        ``sys.modules``, getmodule answers None at once, as the walk would have for any frame or code
+        object (objects without ``__name__``; objects with ``__module__`` never look). A module that
+        really has this file replaces the entry at the next walk.
+        """
+        try:
+            import inspect
+
+            cell_file = self.shell.compile.get_code_name(source, source, self.shell.execution_count)
+            inspect.modulesbyfile.setdefault(cell_file, self.NOT_A_MODULE)
+        except Exception:  # noqa: BLE001 - a faster traceback only; the cell runs either way
+            pass
 
     def namespace(self) -> dict:
         return self.shell.user_ns if self.shell is not None else {}

@@ -38,9 +38,32 @@ def warm_up() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - an optional module; the learner's import will say
             pass
+    _format_one_traceback()
     from grader.grading.sandbox import isolation
 
     isolation.plan()  # what the sandboxes may see, computed once and inherited by every fork
+
+
+def _format_one_traceback() -> None:
+    """Format a traceback the way a kernel does, so that no fork pays for the first one.
+
+    A learner's failing cell is formatted by IPython (stack_data, pygments): the first traceback of a
+    process imports their formatting modules and has ``inspect.getmodule`` read every loaded module's
+    path (about 2,000 with torch). A wrong notebook has a dozen failing cells; done here once, every
+    fork inherits those caches. Only caches change: the learner's tracebacks read the same.
+    """
+    try:
+        from IPython.core import ultratb
+        from IPython.core.interactiveshell import InteractiveShell
+
+        formatter = ultratb.AutoFormattedTB(mode=InteractiveShell.xmode.default_value,
+                                            theme_name=InteractiveShell.colors.default_value, tb_offset=1)
+        try:
+            exec(compile("def warm_up():\n    raise ValueError('warm-up')\nwarm_up()\n", "<zygote warm-up>", "exec"), {})
+        except ValueError:
+            formatter.structured_traceback(*sys.exc_info())
+    except Exception:  # noqa: BLE001 - a cache not filled costs time, not correctness
+        pass
 
 
 _exited: dict[int, int] = {}  # children reaped (by a status request) and their exit codes

@@ -1,0 +1,50 @@
+"""Code cells highlighted once per feedback worker instead of once per learner.
+
+Every learner's feedback shows the same given cells (imports, plots, the visible checks), and
+nbconvert's HTML export runs pygments over each of them again for every learner: about an eighth
+of a learner's feedback CPU. ``install`` memoises ``Highlight2HTML.__call__`` on everything its
+output depends on: the source, the language, the cell's metadata, the exporter's lexer and its
+formatter options. A cache hit returns the same string pygments made, so the HTML is byte-identical.
+"""
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+MAX_ENTRIES = 2048  # a class's distinct cells, many times over; learners' own cells are the churn
+MAX_SOURCE_CHARS = 100_000  # a huge cell is highlighted, not kept
+
+MEMO: OrderedDict = OrderedDict()  # key -> html, least recently used first
+
+
+def _key(highlighter, source, language, metadata):
+    try:
+        return (source, language, highlighter.pygments_lexer,
+                json.dumps(highlighter.extra_formatter_options, sort_keys=True),
+                json.dumps(metadata, sort_keys=True))
+    except (TypeError, ValueError):  # options or metadata that JSON cannot name: not memoised
+        return None
+
+
+def install() -> None:
+    """Memoise every ``Highlight2HTML`` of this process (idempotent)."""
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    highlight = Highlight2HTML.__call__
+    if getattr(highlight, "memoised", False):
+        return
+
+    def memoised(self, source, language=None, metadata=None):
+        key = _key(self, source, language, metadata) if len(source) <= MAX_SOURCE_CHARS else None
+        if key is None:
+            return highlight(self, source, language, metadata)
+        if key in MEMO:
+            MEMO.move_to_end(key)
+            return MEMO[key]
+        html = MEMO[key] = highlight(self, source, language, metadata)
+        if len(MEMO) > MAX_ENTRIES:
+            MEMO.popitem(last=False)
+        return html
+
+    memoised.memoised = True
+    Highlight2HTML.__call__ = memoised

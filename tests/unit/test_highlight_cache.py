@@ -1,0 +1,65 @@
+"""grader.grading.highlight_cache: a feedback worker highlights a code cell it has seen once, and the
+HTML is byte-identical to an unmemoised export."""
+import nbformat
+import pygments
+import pytest
+from nbconvert.exporters import HTMLExporter
+from nbconvert.filters.highlight import Highlight2HTML
+
+from grader.grading import highlight_cache
+
+
+def _notebook(solution: str):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}
+    nb.cells = [nbformat.v4.new_code_cell("import numpy as np\n%matplotlib inline", id="given"),
+                nbformat.v4.new_code_cell(solution, id="answer"),
+                nbformat.v4.new_code_cell("%%bash\necho hi", id="magic")]
+    return nb
+
+
+@pytest.fixture
+def memoised(monkeypatch):
+    monkeypatch.setattr(Highlight2HTML, "__call__", Highlight2HTML.__call__)
+    monkeypatch.setattr(highlight_cache, "MEMO", type(highlight_cache.MEMO)())
+    plain = [HTMLExporter().from_notebook_node(_notebook(f"x = {i}"))[0] for i in range(2)]
+    highlight_cache.install()
+    highlight_cache.install()  # idempotent: one wrapper, not two
+    return plain
+
+
+def test_a_seen_cell_is_not_highlighted_again_and_the_html_does_not_change(memoised, monkeypatch):
+    calls = []
+    original = pygments.highlight
+    monkeypatch.setattr(pygments, "highlight", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
+    first = HTMLExporter().from_notebook_node(_notebook("x = 0"))[0]
+    highlighted_by_the_first = list(calls)
+    second = HTMLExporter().from_notebook_node(_notebook("x = 1"))[0]  # a new exporter, as nbgrader makes per learner
+    assert [first, second] == memoised
+    assert "x = 0" in highlighted_by_the_first
+    assert calls[len(highlighted_by_the_first):] == ["x = 1"], "only the new learner's own cell is highlighted"
+
+
+def test_the_memo_keys_on_the_lexer_the_options_and_the_metadata(memoised):
+    python = Highlight2HTML(pygments_lexer="ipython3")
+    text = Highlight2HTML(pygments_lexer="text")
+    numbered = Highlight2HTML(pygments_lexer="ipython3", extra_formatter_options={"linenos": "inline"})
+    source = "def f(x):\n    return x  # note"
+    calls = [(python, {}), (text, {}), (numbered, {}), (python, {"metadata": {"magics_language": "bash"}}),
+             (python, {"language": "text"})]
+    first = [highlighter(source, **kw) for highlighter, kw in calls]  # each a miss, then kept
+    assert len(highlight_cache.MEMO) == len(calls)
+    highlight_cache.MEMO.clear()
+    alone = [highlighter(source, **kw) for highlighter, kw in reversed(calls)][::-1]  # another order
+    assert first == alone
+    assert len({first[0], first[1], first[2], first[3]}) == 4
+
+
+def test_the_memo_is_bounded(memoised, monkeypatch):
+    monkeypatch.setattr(highlight_cache, "MAX_ENTRIES", 3)
+    python = Highlight2HTML(pygments_lexer="ipython3")
+    for i in range(10):
+        python(f"y = {i}")
+    assert len(highlight_cache.MEMO) == 3
+    python("z" * (highlight_cache.MAX_SOURCE_CHARS + 1))  # too big to keep
+    assert len(highlight_cache.MEMO) == 3
