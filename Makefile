@@ -23,10 +23,14 @@ REPORT_ARGS ?=
 # pip first, at constraints.txt's version (a venv's own can be years old, and slow to resolve). -qq for the
 # project: pip >= 25 shows build-backend warnings even with -q (setuptools' notice on every editable
 # install); errors still show.
+# The course's own packages are installed editable: compileall writes their bytecode once, here, so that
+# no grading process compiles them again (sandboxes never write bytecode; nor does anything where
+# PYTHONDONTWRITEBYTECODE is set). Best effort: a checkout this user cannot write is compiled in memory.
 define install_venv
 test -x $(PY) || $(PYTHON) -m venv $(VENV)
 $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt pip
 $(PY) -m pip install -qq --disable-pip-version-check -c constraints.txt -e ".[dev]"
+$(PY) -m compileall -q grader normlab > /dev/null || true
 touch $(STAMP)
 endef
 
