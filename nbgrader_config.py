@@ -91,6 +91,7 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTestsFromFeedback, CSS
 #    and mistune's own link check, and the HTML is then cleaned by the same bleach
 #    allow-list as the outputs. (Cost: images attached to a markdown cell lose their data:
 #    URL, and headings lose their anchors.)
+import hashlib as _hashlib  # noqa: E402
 import json as _json  # noqa: E402
 
 import bleach  # noqa: E402
@@ -141,21 +142,26 @@ class SanitizeLearnerHTML(SanitizeHTML):
         return super().preprocess_cell(cell, resources, cell_index)
 
 
-_rendered_markdown = {}  # (source, attachments) -> HTML: a class's feedback repeats the same prose cells
+# digest of (source, attachments) -> HTML: a class's feedback repeats the same prose cells. Bounded: at most
+# 4096 pages of at most 100,000 characters (a long-lived formgrader keeps only recent ones).
+_rendered_markdown = {}
 
 
 @pass_context
 def markdown2html(context, source):
     """nbconvert's markdown rendering (math, attachments), then the learner HTML allow-list."""
     attachments = context.get("cell", {}).get("attachments", {})
-    key = (source, _json.dumps(attachments, sort_keys=True))
-    if key not in _rendered_markdown:
-        renderer = IPythonRenderer(escape=False, allow_harmful_protocols=False, exclude_anchor_links=True,
-                                   attachments=attachments)
-        if len(_rendered_markdown) > 4096:  # a long-lived process (the formgrader) keeps only recent cells
+    key = _hashlib.sha256(_json.dumps([source, attachments], sort_keys=True).encode("utf-8", "surrogatepass")).digest()
+    if key in _rendered_markdown:
+        return _rendered_markdown[key]
+    renderer = IPythonRenderer(escape=False, allow_harmful_protocols=False, exclude_anchor_links=True,
+                               attachments=attachments)
+    html = SanitizeLearnerHTML().sanitize_html_tags(MarkdownWithMath(renderer=renderer).render(source))
+    if len(html) <= 100_000:
+        if len(_rendered_markdown) >= 4096:
             _rendered_markdown.clear()
-        _rendered_markdown[key] = SanitizeLearnerHTML().sanitize_html_tags(MarkdownWithMath(renderer=renderer).render(source))
-    return _rendered_markdown[key]
+        _rendered_markdown[key] = html
+    return html
 
 
 c.HTMLExporter.sanitize_html = True

@@ -8,22 +8,23 @@ formatter options. A cache hit returns the same string pygments made, so the HTM
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import OrderedDict
 
 MAX_ENTRIES = 2048  # a class's distinct cells, many times over; learners' own cells are the churn
-MAX_SOURCE_CHARS = 100_000  # a huge cell is highlighted, not kept
+MAX_KEPT_CHARS = 200_000  # a huge cell is highlighted, not kept: the memo stays tens of MB at most
 
-MEMO: OrderedDict = OrderedDict()  # key -> html, least recently used first
+MEMO: OrderedDict = OrderedDict()  # key (a digest of the inputs) -> html, least recently used first
 
 
-def _key(highlighter, source, language, metadata):
+def _key(highlighter, source, language, metadata) -> str | None:
     try:
-        return (source, language, highlighter.pygments_lexer,
-                json.dumps(highlighter.extra_formatter_options, sort_keys=True),
-                json.dumps(metadata, sort_keys=True))
+        inputs = json.dumps([source, language, highlighter.pygments_lexer, highlighter.extra_formatter_options,
+                             metadata], sort_keys=True)
     except (TypeError, ValueError):  # options or metadata that JSON cannot name: not memoised
         return None
+    return hashlib.sha256(inputs.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def install() -> None:
@@ -35,15 +36,17 @@ def install() -> None:
         return
 
     def memoised(self, source, language=None, metadata=None):
-        key = _key(self, source, language, metadata) if len(source) <= MAX_SOURCE_CHARS else None
+        key = _key(self, source, language, metadata) if len(source) <= MAX_KEPT_CHARS else None
         if key is None:
             return highlight(self, source, language, metadata)
         if key in MEMO:
             MEMO.move_to_end(key)
             return MEMO[key]
-        html = MEMO[key] = highlight(self, source, language, metadata)
-        if len(MEMO) > MAX_ENTRIES:
-            MEMO.popitem(last=False)
+        html = highlight(self, source, language, metadata)
+        if len(html) <= MAX_KEPT_CHARS:
+            MEMO[key] = html
+            if len(MEMO) > MAX_ENTRIES:
+                MEMO.popitem(last=False)
         return html
 
     memoised.memoised = True

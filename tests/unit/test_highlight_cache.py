@@ -60,6 +60,8 @@ def test_the_memo_is_bounded(memoised, monkeypatch):
     python = Highlight2HTML(pygments_lexer="ipython3")
     for i in range(10):
         python(f"y = {i}")
-    assert len(highlight_cache.MEMO) == 3
-    python("z" * (highlight_cache.MAX_SOURCE_CHARS + 1))  # too big to keep
-    assert len(highlight_cache.MEMO) == 3
+    kept = list(highlight_cache.MEMO)
+    assert len(kept) == 3
+    python("z" * (highlight_cache.MAX_KEPT_CHARS + 1))  # too big to keep
+    python("z = " + "1" * (highlight_cache.MAX_KEPT_CHARS - 10))  # its HTML is too big to keep
+    assert list(highlight_cache.MEMO) == kept  # neither was kept, nor pushed a small one out
