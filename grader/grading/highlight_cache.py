@@ -13,7 +13,8 @@ import json
 from collections import OrderedDict
 
 MAX_ENTRIES = 2048  # a class's distinct cells, many times over; learners' own cells are the churn
-MAX_KEPT_CHARS = 200_000  # a huge cell is highlighted, not kept: the memo stays tens of MB at most
+MAX_KEPT_CHARS = 200_000  # a huge cell is highlighted, not kept
+MAX_TOTAL_CHARS = 16_000_000  # and the memo holds at most this much HTML in all
 
 MEMO: OrderedDict = OrderedDict()  # key (a digest of the inputs) -> html, least recently used first
 
@@ -45,7 +46,7 @@ def install() -> None:
         html = highlight(self, source, language, metadata)
         if len(html) <= MAX_KEPT_CHARS:
             MEMO[key] = html
-            if len(MEMO) > MAX_ENTRIES:
+            while len(MEMO) > MAX_ENTRIES or sum(map(len, MEMO.values())) > MAX_TOTAL_CHARS:
                 MEMO.popitem(last=False)
         return html
 

@@ -65,3 +65,15 @@ def test_the_memo_is_bounded(memoised, monkeypatch):
     python("z" * (highlight_cache.MAX_KEPT_CHARS + 1))  # too big to keep
     python("z = " + "1" * (highlight_cache.MAX_KEPT_CHARS - 10))  # its HTML is too big to keep
     assert list(highlight_cache.MEMO) == kept  # neither was kept, nor pushed a small one out
+
+
+def test_the_memo_holds_a_bounded_amount_of_html(memoised, monkeypatch):
+    python = Highlight2HTML(pygments_lexer="ipython3")
+    one_page = len(python("w = 0"))
+    highlight_cache.MEMO.clear()
+    monkeypatch.setattr(highlight_cache, "MAX_TOTAL_CHARS", 3 * one_page + 5)
+    for i in range(6):
+        python(f"w = {i}")
+    assert sum(map(len, highlight_cache.MEMO.values())) <= highlight_cache.MAX_TOTAL_CHARS
+    assert len(highlight_cache.MEMO) == 3  # the three most recent
+    assert python("w = 5") in highlight_cache.MEMO.values()
