@@ -38,7 +38,7 @@ class Row(NamedTuple):
     fixed: float
     regrade: float  # grader grade again, every result cached
     serial: float | None  # grader grade --jobs 1, with --jobs-scaling
-    plain_feedback: float | None = None  # nbgrader generate_feedback after the autograde
+    plain_feedback: float  # nbgrader generate_feedback after the autograde
 
 
 def learner_notebook(source_nb, release_nb, kind: str):
@@ -193,12 +193,11 @@ def median(values: list[float]) -> float:
 def print_table(rows: list[Row], learners: int) -> None:
     """One line per assignment: both graders' seconds, their ratio, per-submission and fixed cost."""
     scaling = any(r.serial for r in rows)
-    feedback = all(r.plain_feedback is not None for r in rows)
     print(f"{'assignment':<14} {'plain s':>8} {'ours s':>8} {'ratio':>6} {'plain/sub':>9} {'ours/sub':>9} "
           f"{'marginal':>9} {'fixed s':>8} {'regrade s':>9}" + (f" {'jobs-1 s':>8} {'jobs x':>6}" if scaling else "")
-          + (f" {'+fb s':>7} {'ratio':>6}" if feedback else ""))
+          + f" {'+fb s':>7} {'ratio':>6}")
     for r in rows:
         print(f"{r.assignment:<14} {r.plain:8.1f} {r.ours:8.1f} {r.plain / r.ours:5.2f}x {r.plain / learners:9.2f} "
               f"{r.ours / learners:9.2f} {r.per_submission:9.2f} {r.fixed:8.1f} {r.regrade:9.1f}"
               + (f" {r.serial:8.1f} {r.serial / r.ours:5.2f}x" if scaling else "")
-              + (f" {r.plain + r.plain_feedback:7.1f} {(r.plain + r.plain_feedback) / r.ours:5.2f}x" if feedback else ""))
+              + f" {r.plain + r.plain_feedback:7.1f} {(r.plain + r.plain_feedback) / r.ours:5.2f}x")

@@ -16,7 +16,26 @@ MAX_ENTRIES = 2048  # a class's distinct cells, many times over; learners' own c
 MAX_KEPT_CHARS = 200_000  # a huge cell is highlighted, not kept
 MAX_TOTAL_CHARS = 16_000_000  # and the memo holds at most this much HTML in all
 
-MEMO: OrderedDict = OrderedDict()  # key (a digest of the inputs) -> html, least recently used first
+
+class Memo(OrderedDict):
+    """Key (a digest of the inputs) -> html, least recently used first, and how many characters it holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chars = 0
+
+    def keep(self, key: str, html: str) -> None:
+        self[key] = html
+        self.chars += len(html)
+        while len(self) > MAX_ENTRIES or self.chars > MAX_TOTAL_CHARS:
+            self.chars -= len(self.popitem(last=False)[1])
+
+    def clear(self) -> None:
+        super().clear()
+        self.chars = 0
+
+
+MEMO = Memo()
 
 
 def _key(highlighter, source, language, metadata) -> str | None:
@@ -45,9 +64,7 @@ def install() -> None:
             return MEMO[key]
         html = highlight(self, source, language, metadata)
         if len(html) <= MAX_KEPT_CHARS:
-            MEMO[key] = html
-            while len(MEMO) > MAX_ENTRIES or sum(map(len, MEMO.values())) > MAX_TOTAL_CHARS:
-                MEMO.popitem(last=False)
+            MEMO.keep(key, html)
         return html
 
     memoised.memoised = True
