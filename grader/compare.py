@@ -325,20 +325,29 @@ def _describe_arguments(function, args, kwargs) -> str:
     return ", ".join(f"{name}: {_describe_value(value)}" for name, value in names)
 
 
-def _is_library_file(filename: str) -> bool:
+@functools.cache
+def _library_folders() -> tuple[str, ...]:
+    """This package's folder and the standard library's, each ending in a separator: found once, because
+    ``sysconfig.get_paths()`` expands its whole scheme on every call (a tenth of a mutant's check time)."""
     import os
     import sysconfig
+
+    folders = [os.path.dirname(os.path.abspath(__file__))]
+    stdlib = sysconfig.get_paths().get("stdlib")
+    if stdlib:
+        folders.append(os.path.abspath(stdlib))
+    return tuple(folder + os.sep for folder in folders)
+
+
+def _is_library_file(filename: str) -> bool:
+    import os
 
     if not filename or filename.startswith("<frozen"):
         return True
     path = os.path.abspath(filename)
-    grader_dir = os.path.dirname(os.path.abspath(__file__))
-    if path.startswith(grader_dir + os.sep):
-        return True
     if "site-packages" in path or "dist-packages" in path:
         return True
-    stdlib = sysconfig.get_paths().get("stdlib")
-    return bool(stdlib) and path.startswith(os.path.abspath(stdlib) + os.sep)
+    return path.startswith(_library_folders())
 
 
 def _learner_line(error: BaseException, function) -> str | None:

@@ -419,17 +419,25 @@ class CountingStream(StreamSource):
         state = self._state
         state["reads"] += 1
         if state["reads"] > state["limit"]:
-            self._violate(
-                f"Your function read {state['reads']} elements from a stream of {self._values.size}: it went over the "
-                "data a second time. Likely cause: you computed the mean first (two passes), with sum(x) / len(x) or a "
-                "first loop, and then the squared deviations in a second loop. That two-pass algorithm is accurate, "
-                "but it cannot run on a stream, nor in a kernel that reads each row once. Welford updates the mean "
-                "and M2 together in a single loop: `for xi in x:`.", "welford.two_passes")
+            self._second_pass()
         return self._values[index]
 
     def __iter__(self):
+        # _read, inlined: this loop runs once per element, under tracemalloc when memory is measured
+        state, values = self._state, self._values
         for index in self._indices:
-            yield self._read(index)
+            state["reads"] += 1
+            if state["reads"] > state["limit"]:
+                self._second_pass()
+            yield values[index]
+
+    def _second_pass(self):
+        self._violate(
+            f"Your function read {self._state['reads']} elements from a stream of {self._values.size}: it went over "
+            "the data a second time. Likely cause: you computed the mean first (two passes), with sum(x) / len(x) or "
+            "a first loop, and then the squared deviations in a second loop. That two-pass algorithm is accurate, "
+            "but it cannot run on a stream, nor in a kernel that reads each row once. Welford updates the mean "
+            "and M2 together in a single loop: `for xi in x:`.", "welford.two_passes")
 
     def __len__(self) -> int:
         return len(self._indices)

@@ -178,3 +178,20 @@ def test_a_failing_one_pass_call_in_a_grading_sandbox_is_diagnosed(sandbox):
     text = str(failure.value)
     assert "raised ZeroDivisionError" in text and "return mean, 1.0 / (n - n)" in text, text
     assert "x: a read-once stream of 20000 values" in text, text
+
+
+def test_library_frames_are_told_from_the_learners_own():
+    """The learner's line is the deepest frame outside the standard library, site-packages and grader/: a
+    notebook cell's file (ipykernel's, IPython's or a script's) is the learner's, whatever the folder."""
+    import os
+    import sysconfig
+
+    import grader.numerics
+    from grader.compare import _is_library_file
+
+    for library in [os.__file__, np.__file__, grader.numerics.__file__, "<frozen importlib._bootstrap>", ""]:
+        assert _is_library_file(library), library
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for learners in ["/tmp/ipykernel_4242/3212371231.py", "<ipython-input-3-abc>", "/home/me/course/03_backward.py",
+                     stdlib + "-but-not-inside/cell.py", os.path.dirname(grader.numerics.__file__) + "_copy/cell.py"]:
+        assert not _is_library_file(learners), learners
