@@ -149,7 +149,10 @@ def run_in_colab_kernel(colab, nb, workdir: Path):
     client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT_S, startup_timeout=120, allow_errors=False,
                             store_widget_state=True, resources={"metadata": {"path": str(workdir)}})
     began = time.monotonic()
-    client.execute(env=colab["env"], cwd=str(workdir))
+    # cleanup_kc: nbclient shuts down only the kernels of managers it made itself; without it each notebook
+    # left its kernel running (half a GB each) until the end of the session
+    client.execute(env=colab["env"], cwd=str(workdir), cleanup_kc=True)
+    assert not km.has_kernel, "the Colab-like kernel outlived its notebook"
     return time.monotonic() - began
 
 
