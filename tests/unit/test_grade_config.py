@@ -68,6 +68,8 @@ def test_the_environment_variable_is_only_the_isolation_default(tmp_path, monkey
 
 def test_the_command_line_reaches_grade(monkeypatch, tmp_path):
     seen = {}
+    # --no-cache would start the warm processes (two imports of torch) beside a grade() that never runs
+    monkeypatch.setattr("grader.grading.slot_pool.prestart", lambda: None)
     monkeypatch.setattr("grader.grading.pipeline.grade", lambda assignment, **kwargs: seen.update(kwargs, assignment=assignment) or 0)
     assert cli.main(["grade", "03_backward", "--root", str(tmp_path), "--timeout", "11", "--jobs", "2", "--no-cache",
                      "--cache-dir", "/tmp/c", "--GradeConfig.notebook_timeout=99"]) == 0
