@@ -7,6 +7,7 @@ marked slow here; `make check` runs unit/ without the slow ones, `make test` eve
 """
 import os
 import sys
+import time
 from pathlib import Path
 
 import matplotlib
@@ -77,3 +78,61 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if Path(str(item.fspath)).parent.name in SLOW_TIERS:
             item.add_marker(pytest.mark.slow)
+
+
+def live_children(pid: int) -> dict[int, str]:
+    """pid -> command line of every live (not zombie) descendant of ``pid``; {} where /proc cannot tell."""
+    found, frontier = {}, [pid]
+    while frontier:
+        current = frontier.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                children = Path(f"/proc/{current}/task/{task}/children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                try:
+                    state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                    command = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except (OSError, IndexError):
+                    continue
+                if state != "Z" and child not in found:
+                    found[child] = command[:200]
+                    frontier.append(child)
+    return found
+
+
+def _default_zygote_pids() -> set[int]:
+    """This test process's own warm zygote (grader.grading.sandbox.client.default_zygote), which lives as long
+    as the process by design, and its sandboxes: not a leak."""
+    client = sys.modules.get("grader.grading.sandbox.client")
+    zygote = getattr(client, "_default_zygote", None)
+    process = getattr(zygote, "process", None)
+    return {process.pid, *live_children(process.pid)} if process is not None else set()
+
+
+LEAK_GRACE_S = 15  # a server or a kernel told to stop may take seconds to exit on a busy machine
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_process_outlives_its_module():
+    """A test file leaves no process of its own running: each server, kernel, pool or warm process it started is
+    stopped by the time its fixtures are torn down (a leaked kernel holds half a GB until the worker exits)."""
+    if not sys.platform.startswith("linux"):
+        yield
+        return
+    before = set(live_children(os.getpid()))
+    yield
+    deadline = time.monotonic() + LEAK_GRACE_S
+    while True:
+        left = {pid: command for pid, command in live_children(os.getpid()).items()
+                if pid not in before and pid not in _default_zygote_pids()}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not left, "still running after the test file's last test:\n" + "\n".join(
+        f"  {pid}: {command}" for pid, command in sorted(left.items()))
