@@ -91,14 +91,14 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTestsFromFeedback, CSS
 #    and mistune's own link check, and the HTML is then cleaned by the same bleach
 #    allow-list as the outputs. (Cost: images attached to a markdown cell lose their data:
 #    URL, and headings lose their anchors.)
-import hashlib as _hashlib  # noqa: E402
-import json as _json  # noqa: E402
 
 import bleach  # noqa: E402
 from jinja2 import pass_context  # noqa: E402
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath  # noqa: E402
 from nbconvert.preprocessors.sanitize import SanitizeHTML  # noqa: E402  (not re-exported by the package)
 from traitlets import default as _default  # noqa: E402
+
+from grader.grading.memo import BoundedMemo as _BoundedMemo, digest as _digest  # noqa: E402
 
 # What a learner's HTML may keep: structure and text formatting only. No attribute that runs
 # script (on*), no style or class (the page's Bootstrap has position:fixed classes), no id.
@@ -142,25 +142,22 @@ class SanitizeLearnerHTML(SanitizeHTML):
         return super().preprocess_cell(cell, resources, cell_index)
 
 
-# digest of (source, attachments) -> HTML: a class's feedback repeats the same prose cells. Bounded: at most
-# 4096 pages of at most 100,000 characters (a long-lived formgrader keeps only recent ones).
-_rendered_markdown = {}
+# (source, attachments) -> HTML: a class's feedback repeats the same prose cells. Bounded (a long-lived
+# formgrader keeps only recent pages).
+_rendered_markdown = _BoundedMemo(max_entries=4096, max_kept_chars=100_000, max_total_chars=16_000_000)
 
 
 @pass_context
 def markdown2html(context, source):
     """nbconvert's markdown rendering (math, attachments), then the learner HTML allow-list."""
     attachments = context.get("cell", {}).get("attachments", {})
-    key = _hashlib.sha256(_json.dumps([source, attachments], sort_keys=True).encode("utf-8", "surrogatepass")).digest()
-    if key in _rendered_markdown:
-        return _rendered_markdown[key]
-    renderer = IPythonRenderer(escape=False, allow_harmful_protocols=False, exclude_anchor_links=True,
-                               attachments=attachments)
-    html = SanitizeLearnerHTML().sanitize_html_tags(MarkdownWithMath(renderer=renderer).render(source))
-    if len(html) <= 100_000:
-        if len(_rendered_markdown) >= 4096:
-            _rendered_markdown.clear()
-        _rendered_markdown[key] = html
+    key = _digest(source, attachments)
+    html = _rendered_markdown.recall(key)
+    if html is None:
+        renderer = IPythonRenderer(escape=False, allow_harmful_protocols=False, exclude_anchor_links=True,
+                                   attachments=attachments)
+        html = SanitizeLearnerHTML().sanitize_html_tags(MarkdownWithMath(renderer=renderer).render(source))
+        _rendered_markdown.keep(key, html)
     return html
 
 

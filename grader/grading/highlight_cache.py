@@ -8,43 +8,11 @@ formatter options. A cache hit returns the same string pygments made, so the HTM
 """
 from __future__ import annotations
 
-import hashlib
-import json
-from collections import OrderedDict
+from grader.grading.memo import BoundedMemo, digest
 
-MAX_ENTRIES = 2048  # a class's distinct cells, many times over; learners' own cells are the churn
-MAX_KEPT_CHARS = 200_000  # a huge cell is highlighted, not kept
-MAX_TOTAL_CHARS = 16_000_000  # and the memo holds at most this much HTML in all
-
-
-class Memo(OrderedDict):
-    """Key (a digest of the inputs) -> html, least recently used first, and how many characters it holds."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.chars = 0
-
-    def keep(self, key: str, html: str) -> None:
-        self[key] = html
-        self.chars += len(html)
-        while len(self) > MAX_ENTRIES or self.chars > MAX_TOTAL_CHARS:
-            self.chars -= len(self.popitem(last=False)[1])
-
-    def clear(self) -> None:
-        super().clear()
-        self.chars = 0
-
-
-MEMO = Memo()
-
-
-def _key(highlighter, source, language, metadata) -> str | None:
-    try:
-        inputs = json.dumps([source, language, highlighter.pygments_lexer, highlighter.extra_formatter_options,
-                             metadata], sort_keys=True)
-    except (TypeError, ValueError):  # options or metadata that JSON cannot name: not memoised
-        return None
-    return hashlib.sha256(inputs.encode("utf-8", "surrogatepass")).hexdigest()
+# a class's distinct cells, many times over (learners' own cells are the churn); a huge cell is highlighted,
+# not kept; and the memo holds at most 16 M characters of HTML in all
+MEMO = BoundedMemo(max_entries=2048, max_kept_chars=200_000, max_total_chars=16_000_000)
 
 
 def install() -> None:
@@ -56,14 +24,12 @@ def install() -> None:
         return
 
     def memoised(self, source, language=None, metadata=None):
-        key = _key(self, source, language, metadata) if len(source) <= MAX_KEPT_CHARS else None
-        if key is None:
-            return highlight(self, source, language, metadata)
-        if key in MEMO:
-            MEMO.move_to_end(key)
-            return MEMO[key]
-        html = highlight(self, source, language, metadata)
-        if len(html) <= MAX_KEPT_CHARS:
+        key = None
+        if len(source) <= MEMO.max_kept_chars:
+            key = digest(source, language, self.pygments_lexer, self.extra_formatter_options, metadata)
+        html = MEMO.recall(key)
+        if html is None:
+            html = highlight(self, source, language, metadata)
             MEMO.keep(key, html)
         return html
 

@@ -21,7 +21,8 @@ def _notebook(solution: str):
 @pytest.fixture
 def memoised(monkeypatch):
     monkeypatch.setattr(Highlight2HTML, "__call__", Highlight2HTML.__call__)
-    monkeypatch.setattr(highlight_cache, "MEMO", type(highlight_cache.MEMO)())
+    fresh = highlight_cache.MEMO
+    monkeypatch.setattr(highlight_cache, "MEMO", type(fresh)(fresh.max_entries, fresh.max_kept_chars, fresh.max_total_chars))
     plain = [HTMLExporter().from_notebook_node(_notebook(f"x = {i}"))[0] for i in range(2)]
     highlight_cache.install()
     highlight_cache.install()  # idempotent: one wrapper, not two
@@ -56,14 +57,14 @@ def test_the_memo_keys_on_the_lexer_the_options_and_the_metadata(memoised):
 
 
 def test_the_memo_is_bounded(memoised, monkeypatch):
-    monkeypatch.setattr(highlight_cache, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(highlight_cache.MEMO, "max_entries", 3)
     python = Highlight2HTML(pygments_lexer="ipython3")
     for i in range(10):
         python(f"y = {i}")
     kept = list(highlight_cache.MEMO)
     assert len(kept) == 3
-    python("z" * (highlight_cache.MAX_KEPT_CHARS + 1))  # too big to keep
-    python("z = " + "1" * (highlight_cache.MAX_KEPT_CHARS - 10))  # its HTML is too big to keep
+    python("z" * (highlight_cache.MEMO.max_kept_chars + 1))  # too big to keep
+    python("z = " + "1" * (highlight_cache.MEMO.max_kept_chars - 10))  # its HTML is too big to keep
     assert list(highlight_cache.MEMO) == kept  # neither was kept, nor pushed a small one out
 
 
@@ -71,9 +72,9 @@ def test_the_memo_holds_a_bounded_amount_of_html(memoised, monkeypatch):
     python = Highlight2HTML(pygments_lexer="ipython3")
     one_page = len(python("w = 0"))
     highlight_cache.MEMO.clear()
-    monkeypatch.setattr(highlight_cache, "MAX_TOTAL_CHARS", 3 * one_page + 5)
+    monkeypatch.setattr(highlight_cache.MEMO, "max_total_chars", 3 * one_page + 5)
     for i in range(6):
         python(f"w = {i}")
-    assert sum(map(len, highlight_cache.MEMO.values())) <= highlight_cache.MAX_TOTAL_CHARS
+    assert sum(map(len, highlight_cache.MEMO.values())) <= highlight_cache.MEMO.max_total_chars
     assert len(highlight_cache.MEMO) == 3  # the three most recent
     assert python("w = 5") in highlight_cache.MEMO.values()
