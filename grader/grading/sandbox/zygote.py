@@ -95,7 +95,7 @@ def _memoise_word_patterns() -> None:
     build = pygments.lexer.regex_opt
     if getattr(build, "memoised", False):
         return
-    built = functools.lru_cache(maxsize=4096)(lambda strings, prefix, suffix: build(strings, prefix, suffix))
+    built = functools.lru_cache(maxsize=4096)(build)  # called with the strings as a tuple: hashable, same pattern
 
     @functools.wraps(build)
     def regex_opt(strings, prefix="", suffix=""):
