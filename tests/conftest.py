@@ -80,30 +80,37 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
-def live_children(pid: int) -> dict[int, str]:
-    """pid -> command line of every live (not zombie) descendant of ``pid``; {} where /proc cannot tell."""
+def descendants(pid: int) -> dict[int, str]:
+    """pid -> start time of every live descendant of ``pid`` (start time guards against pid reuse)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                parents[int(entry)] = (int(fields[1]), fields[19])
+            except (OSError, IndexError, ValueError):
+                pass
     found, frontier = {}, [pid]
     while frontier:
         current = frontier.pop()
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                children = Path(f"/proc/{current}/task/{task}/children").read_text().split()
-            except OSError:
-                continue
-            for child in map(int, children):
-                try:
-                    state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
-                    command = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                except (OSError, IndexError):
-                    continue
-                if state != "Z" and child not in found:
-                    found[child] = command[:200]
-                    frontier.append(child)
+        for child, (parent, start) in parents.items():
+            if parent == current and child not in found:
+                found[child] = start
+                frontier.append(child)
     return found
+
+
+def alive(processes: dict[int, str]) -> list[int]:
+    """Which of ``processes`` (pid -> start time, from ``descendants``) still run: not exited, not reused."""
+    living = []
+    for pid, start in processes.items():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if stat[19] == start and stat[0] != "Z":
+                living.append(pid)
+        except (OSError, IndexError):
+            pass
+    return living
 
 
 def _default_zygote_pids() -> set[int]:
@@ -112,7 +119,7 @@ def _default_zygote_pids() -> set[int]:
     client = sys.modules.get("grader.grading.sandbox.client")
     zygote = getattr(client, "_default_zygote", None)
     process = getattr(zygote, "process", None)
-    return {process.pid, *live_children(process.pid)} if process is not None else set()
+    return {process.pid, *descendants(process.pid)} if process is not None else set()
 
 
 LEAK_GRACE_S = 15  # a server or a kernel told to stop may take seconds to exit on a busy machine
@@ -125,14 +132,22 @@ def no_process_outlives_its_module():
     if not sys.platform.startswith("linux"):
         yield
         return
-    before = set(live_children(os.getpid()))
+    before = set(descendants(os.getpid()))
     yield
     deadline = time.monotonic() + LEAK_GRACE_S
     while True:
-        left = {pid: command for pid, command in live_children(os.getpid()).items()
-                if pid not in before and pid not in _default_zygote_pids()}
+        exempt = before | _default_zygote_pids()
+        left = alive({pid: start for pid, start in descendants(os.getpid()).items() if pid not in exempt})
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     assert not left, "still running after the test file's last test:\n" + "\n".join(
-        f"  {pid}: {command}" for pid, command in sorted(left.items()))
+        f"  {pid}: {command_line(pid)}" for pid in sorted(left))
+
+
+def command_line(pid: int) -> str:
+    """The command line of process ``pid``, for a message ("?" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "?"

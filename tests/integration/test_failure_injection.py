@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import subprocess_env
 from tests.course_helpers import make_course, submit
 from tests.integration.test_hostile import ASSIGNMENT, WRONG, solution_sources, submission
-from tests.integration.test_operator_safety import alive, descendants
+from tests.conftest import alive, descendants
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 

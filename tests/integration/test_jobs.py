@@ -21,7 +21,7 @@ import nbformat
 import pytest
 
 from grader.grading import jobs, results
-from tests.conftest import subprocess_env
+from tests.conftest import alive, command_line, descendants, subprocess_env
 from tests.course_helpers import gradebook_rows as _gradebook
 from tests.course_helpers import make_course, submit
 from tests.integration.test_hostile import ASSIGNMENT, solution_sources, submission, tree_digest
@@ -228,12 +228,6 @@ def test_changing_a_hidden_test_reruns_that_assignment(graded):
     assert unchanged["executed"] == [], unchanged
 
 
-def _descendants(pid: int) -> set[int]:
-    from tests.integration.test_operator_safety import descendants
-
-    return set(descendants(pid))
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_sigkill_at_any_point_then_rerun_gives_the_uninterrupted_result(graded, tmp_path):
@@ -250,19 +244,19 @@ def test_sigkill_at_any_point_then_rerun_gives_the_uninterrupted_result(graded, 
     for point, reached in points.items():
         process = subprocess.Popen(_command(course), env=subprocess_env(), stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
-        seen, deadline = set(), time.monotonic() + 300
+        seen, deadline = {}, time.monotonic() + 300
         while process.poll() is None and not reached() and time.monotonic() < deadline:
-            seen |= _descendants(process.pid)
+            seen.update(descendants(process.pid))
             time.sleep(0.05)
-        seen |= _descendants(process.pid)
+        seen.update(descendants(process.pid))
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             killed.append(point)
         process.wait(60)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and [p for p in seen if _alive(p)]:
+        while time.monotonic() < deadline and alive(seen):
             time.sleep(0.2)
-        survivors = {p: _command_line(p) for p in seen if _alive(p)}
+        survivors = {p: command_line(p) for p in alive(seen)}
         assert survivors == {}, f"left running after SIGKILL {point}"
     assert killed, "every run finished before it could be killed"
     last = _grade(course)
@@ -273,17 +267,3 @@ def test_sigkill_at_any_point_then_rerun_gives_the_uninterrupted_result(graded, 
     assert tree_digest(course / "submitted") == submitted
     assert not list(cache.rglob("*.tmp")) and work.exists()
     print(f"killed {killed}; the last run executed {len(last['executed'])}, reused {len(last['cached'])}")
-
-
-def _command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
-    except OSError:
-        return "?"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False

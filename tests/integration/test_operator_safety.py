@@ -3,7 +3,6 @@
 A run interrupted half-way leaves the gradebook consistent, and running the same command
 again grades the whole class.
 """
-import os
 import re
 import shutil
 import signal
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, subprocess_env
+from tests.conftest import ROOT, alive, descendants, subprocess_env
 from tests.course_helpers import make_course, submit
 from tests.integration.test_hostile import ASSIGNMENT, grade, solution_sources, submission
 
@@ -34,38 +33,6 @@ def test_make_clean_removes_only_regenerable_files(tmp_path):
     for target in re.findall(r"^([A-Za-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M):
         recipe = subprocess.run(["make", "-n", target], cwd=tmp_path, capture_output=True, text=True).stdout
         assert not re.search(r"rm\b[^\n]*\b(submitted|autograded|feedback|gradebook)", recipe), (target, recipe)
-
-
-def descendants(pid: int) -> dict[int, str]:
-    """pid -> start time of every live descendant of ``pid`` (start time guards against pid reuse)."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-                parents[int(entry)] = (int(fields[1]), fields[19])
-            except (OSError, IndexError, ValueError):
-                pass
-    found, frontier = {}, [pid]
-    while frontier:
-        current = frontier.pop()
-        for child, (parent, start) in parents.items():
-            if parent == current and child not in found:
-                found[child] = start
-                frontier.append(child)
-    return found
-
-
-def alive(processes: dict[int, str]) -> list[int]:
-    living = []
-    for pid, start in processes.items():
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            if stat[19] == start and stat[0] != "Z":
-                living.append(pid)
-        except (OSError, IndexError):
-            pass
-    return living
 
 
 @pytest.mark.slow
