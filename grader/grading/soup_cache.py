@@ -1,0 +1,243 @@
+"""nbconvert's accessibility pass over a feedback page, done once per distinct cell instead of once per page.
+
+After rendering a page, nbconvert's ``HTMLExporter.from_notebook_node`` parses the whole of it with
+BeautifulSoup (``html.parser``), gives images without ``alt`` one, makes the cells' input and output
+areas focusable (``tabindex="0"``), and serialises the tree again: about 70% of a learner's feedback
+CPU (~5,000 tags a page, most of them in cells every learner's page shares). ``accessible`` gives the
+same bytes: each cell but the last is cut out of the page, replaced by a placeholder element, and
+passed through BeautifulSoup on its own, memoised; the rest of the page (the skeleton) is parsed as
+before, and each placeholder is replaced by its cell's serialisation.
+
+That is exact only where a cell parses the same alone as in its page, so each condition is checked,
+and any page that fails one gets nbconvert's own pass, whole:
+
+- a cell closes every element it opens, and nothing it opens (a ``<script>``, a comment, a tag, a
+  quoted value) runs past its end: html.parser finished it before the end of the cell's own input; an end tag that closes none of its elements (BeautifulSoup ignores it) names no ancestor of the
+  cell in the page (where it would close that ancestor);
+- it starts with a start tag and ends with a tag, so no text merges with the page's around it;
+- each placeholder is an element of the skeleton (not swallowed by a script, a comment, an attribute,
+  and parsed before html.parser's end of input, where it reads what is still open as text),
+  with no ``<pre>``/``<textarea>`` around it (whitespace-only text is kept there, collapsed elsewhere);
+- whether it lies inside ``.jp-Notebook`` (the focus selectors' ancestor) is part of its memo key.
+
+``install`` wraps ``HTMLExporter.from_notebook_node`` only when nbconvert's pass is the one replicated
+here (``NBCONVERT_PASS``, checked against its source), so a changed nbconvert keeps its own.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import re
+import secrets
+
+from grader.grading.memo import BoundedMemo, digest
+
+ALT_TEXT = "No description has been provided for this image"
+MISSING_ALT = "img:not([alt])"
+FOCUSABLE = ["div.jp-Cell-inputWrapper", "div.jp-OutputArea-output"]  # each under .jp-Notebook
+NOTEBOOK = ".jp-Notebook"
+# What nbconvert's from_notebook_node does after rendering, statement by statement (whitespace aside).
+NBCONVERT_PASS = """
+soup = BeautifulSoup(html, features="html.parser")
+missing_alt = 0
+for elem in soup.select("img:not([alt])"):
+    elem.attrs["alt"] = "No description has been provided for this image"
+    missing_alt += 1
+if missing_alt:
+    self.log.warning("Alternative text is missing on %s image(s).", missing_alt)
+for elem in soup.select(".jp-Notebook div.jp-Cell-inputWrapper"):
+    elem.attrs["tabindex"] = "0"
+for elem in soup.select(".jp-Notebook div.jp-OutputArea-output"):
+    elem.attrs["tabindex"] = "0"
+return str(soup), resources
+"""
+CELL_START = re.compile(r'<div id="cell-id=')  # how nbconvert's lab template opens each cell
+WRAPPER = "lncourse-fragment"
+# a class's distinct cells, a few variants each; a huge cell is parsed, not kept
+MEMO = BoundedMemo(max_entries=4096, max_kept_chars=400_000, max_total_chars=32_000_000)
+
+
+@functools.cache
+def _soup_classes():
+    """(BeautifulSoup, its subclass for one cell inside ``WRAPPER``, a tree builder that keeps what
+    html.parser left unparsed until the end of its input), imported at first use."""
+    from bs4 import BeautifulSoup
+    from bs4.builder._htmlparser import BeautifulSoupHTMLParser, HTMLParserTreeBuilder
+
+    class RecordingParser(BeautifulSoupHTMLParser):
+        def close(self):
+            # html.parser reads a construct still open at the end of its input (a comment, a tag, a quoted
+            # value) as text; inside the page, what follows could have closed it instead
+            self.soup.unfinished = self.rawdata
+            super().close()
+
+    class RecordingBuilder(HTMLParserTreeBuilder):
+        def feed(self, markup, _parser_class=RecordingParser):
+            super().feed(markup, _parser_class=RecordingParser)
+
+    class CellSoup(BeautifulSoup):
+        """Notes what would make the cell parse differently inside its page.
+
+        ``ignored``: names of end tags that closed none of the cell's elements (ignored here; inside the
+        page they would close an ancestor of that name, if it had one); ``closed``: whether the wrapper's
+        end tag found every element of the cell closed (else the page would keep them open after it).
+        """
+
+        def reset(self):
+            super().reset()
+            self.ignored, self.closed = set(), False
+
+        def handle_endtag(self, name, nsprefix=None):
+            if name == WRAPPER:
+                self.closed = self.currentTag.name == WRAPPER
+            elif not any(tag.name == name for tag in self.tagStack[2:]):  # above the document and the wrapper
+                self.ignored.add(name)
+            super().handle_endtag(name, nsprefix)
+
+    return BeautifulSoup, CellSoup, RecordingBuilder
+
+
+def _mark(soup, focusable: list[str]) -> int:
+    """nbconvert's changes to ``soup`` (alt text, tabindex); returns how many images had no alt."""
+    missing = 0
+    for element in soup.select(MISSING_ALT):
+        element.attrs["alt"] = ALT_TEXT
+        missing += 1
+    for selector in focusable:
+        for element in soup.select(selector):
+            element.attrs["tabindex"] = "0"
+    return missing
+
+
+def whole_page(html: str) -> tuple[str, int]:
+    """nbconvert's pass on the whole page: (html, images without alt)."""
+    BeautifulSoup = _soup_classes()[0]
+    soup = BeautifulSoup(html, features="html.parser")
+    missing = _mark(soup, [f"{NOTEBOOK} {selector}" for selector in FOCUSABLE])
+    return str(soup), missing
+
+
+def _cell(fragment: str, in_notebook: bool) -> tuple[str, int, list[str]] | None:
+    """One cell after the pass, serialised as it would read inside its page: (html, images without alt,
+    names of end tags it leaves to its ancestors); None if the page could parse it differently."""
+    key = digest(fragment, in_notebook)
+    kept = MEMO.recall(key)
+    if kept is not None:
+        return tuple(json.loads(kept))
+    if WRAPPER in fragment.lower():
+        return None
+    _, CellSoup, RecordingBuilder = _soup_classes()
+    soup = CellSoup(f"<{WRAPPER}>{fragment}</{WRAPPER}>", builder=RecordingBuilder())
+    children = soup.contents
+    if not soup.closed or soup.unfinished or len(children) != 1 or getattr(children[0], "name", None) != WRAPPER:
+        return None
+    # inside .jp-Notebook every element of the cell has that ancestor; outside, only one within the cell can
+    missing = _mark(soup, FOCUSABLE if in_notebook else [f"{NOTEBOOK} {selector}" for selector in FOCUSABLE])
+    cell = (children[0].decode_contents(), missing, sorted(soup.ignored))
+    MEMO.keep(key, json.dumps(cell))
+    return cell
+
+
+def _by_cells(html: str) -> tuple[str, int] | None:
+    """The pass with each cell but the last memoised; None where the page does not allow it (see the module)."""
+    starts = [match.start() for match in CELL_START.finditer(html)]
+    if len(starts) < 2:
+        return None
+    name = f"lncourse-cell-{secrets.token_hex(8)}"  # no learner can write it into the page
+    pieces, fragments, end = [], [], 0
+    for start, following in zip(starts, starts[1:]):
+        stop = html.rfind(">", start, following) + 1  # text after the cell's last tag stays in the skeleton
+        pieces += [html[end:start], f'<{name} data-i="{len(fragments)}"></{name}>']
+        fragments.append(html[start:stop])
+        end = stop
+    pieces.append(html[end:])
+
+    BeautifulSoup, _, RecordingBuilder = _soup_classes()
+    skeleton = BeautifulSoup("".join(pieces), builder=RecordingBuilder())
+    placeholders = skeleton.find_all(name)
+    if name in skeleton.unfinished:  # html.parser reached a placeholder only at the end of its input
+        return None
+    if [p.get("data-i") for p in placeholders] != [str(i) for i in range(len(fragments))]:
+        return None
+    preserving = skeleton.builder.preserve_whitespace_tags
+    if any(parent.name in preserving for p in placeholders for parent in p.parents):
+        return None
+    in_notebook = {id(p) for p in skeleton.select(f"{NOTEBOOK} {name}")}
+    missing = _mark(skeleton, [f"{NOTEBOOK} {selector}" for selector in FOCUSABLE])
+    cells = []
+    for placeholder, fragment in zip(placeholders, fragments):
+        cell = _cell(fragment, id(placeholder) in in_notebook)
+        if cell is None or not {parent.name for parent in placeholder.parents}.isdisjoint(cell[2]):
+            return None
+        cells.append(cell[0])
+        missing += cell[1]
+    parts = re.split(f'<{name} data-i="(\\d+)"></{name}>', str(skeleton))
+    if [int(i) for i in parts[1::2]] != list(range(len(fragments))):
+        return None
+    parts[1::2] = cells
+    return "".join(parts), missing
+
+
+def accessible(html: str) -> tuple[str, int]:
+    """``html`` after nbconvert's accessibility pass, byte for byte: (html, images that had no alt)."""
+    return _by_cells(html) or whole_page(html)
+
+
+class _Unparsed:
+    """Stands in for BeautifulSoup inside nbconvert's exporter: no images, no cells, the page as it is."""
+
+    def __init__(self, markup: str, features: str | None = None) -> None:
+        self.markup = markup
+
+    def select(self, selector: str) -> list:
+        return []
+
+    def __str__(self) -> str:
+        return self.markup
+
+
+def _normalised(source: str) -> list[str]:
+    return [line.strip() for line in source.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def nbconvert_pass_is_known() -> bool:
+    """Whether nbconvert's ``HTMLExporter.from_notebook_node`` ends with the pass replicated here."""
+    from nbconvert.exporters.html import HTMLExporter
+
+    try:
+        source = _normalised(inspect.getsource(HTMLExporter.from_notebook_node))
+    except (OSError, TypeError):
+        return False
+    expected = _normalised(NBCONVERT_PASS)
+    return source[-len(expected):] == expected
+
+
+def install() -> bool:
+    """Make every ``HTMLExporter`` of this process use ``accessible`` (idempotent); False, and nothing
+    changed, where nbconvert's pass is not the one replicated here."""
+    from nbconvert.exporters import html as nbconvert_html
+
+    exporter = nbconvert_html.HTMLExporter
+    original = exporter.from_notebook_node
+    if getattr(original, "memoised", False):
+        return True
+    if not nbconvert_pass_is_known():
+        return False
+    real_soup = nbconvert_html.BeautifulSoup
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        nbconvert_html.BeautifulSoup = _Unparsed  # nbconvert renders, then makes no changes of its own
+        try:
+            page, resources = original(self, nb, resources, **kw)
+        finally:
+            nbconvert_html.BeautifulSoup = real_soup
+        page, missing = accessible(page)
+        if missing:
+            self.log.warning("Alternative text is missing on %s image(s).", missing)
+        return page, resources
+
+    from_notebook_node.memoised = True
+    from_notebook_node.__wrapped__ = original
+    exporter.from_notebook_node = from_notebook_node
+    return True
