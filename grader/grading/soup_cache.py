@@ -139,6 +139,12 @@ def _cell(fragment: str, in_notebook: bool) -> tuple[str, int, list[str]] | None
     return cell
 
 
+def well_formed(fragment: str) -> bool:
+    """Whether ``fragment`` (starting with a tag, ending with one) closes every element it opens and no other."""
+    cell = _cell(fragment, False)
+    return cell is not None and not cell[2]
+
+
 def _by_cells(html: str) -> tuple[str, int] | None:
     """The pass with each cell but the last memoised; None where the page does not allow it (see the module)."""
     starts = [match.start() for match in CELL_START.finditer(html)]

@@ -469,6 +469,7 @@ for name, here in rows:
 # 3. Close to pre-LN's: the last layer's gradient is damped by the final norm and the layers stay
 #    within a small factor of each other. What decides the profile is the identity path, a plain
 #    `+` in both, not whether a norm touches the sublayer.
+#
 # </details>
 
 # %%

@@ -5,7 +5,9 @@
   tests/e2e/test_browser.py renders them in JupyterLab);
 - navigation: learning outcomes at the top, a "What to remember" recap, a "Next:" link to the
   following notebook, every mention of another notebook a link to it;
-- predict, then run: every ``guess_*`` is assigned in a cell before the cell that measures it.
+- predict, then run: every ``guess_*`` is assigned in a cell before the cell that measures it;
+- every markdown cell renders to well-formed HTML (a ``</details>`` right after a list item once
+  closed the details inside the list's last item).
 """
 import ast
 import re
@@ -97,3 +99,14 @@ def test_every_guess_comes_before_its_measurement(assignment):
                 target.setdefault(node.id, index)
     for name, first_use in used.items():
         assert name in assigned and assigned[name] < first_use, f"{assignment}: {name} used before the guess cell"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_markdown_renders_to_well_formed_html(assignment):
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    from grader.grading.soup_cache import well_formed
+
+    _, cells = markdown_cells(assignment)
+    broken = [source[:80] for source in cells if not well_formed(f"<div>{markdown2html_mistune(source)}</div>")]
+    assert broken == [], f"{assignment}: markdown cells whose HTML leaves an element open or closes another: {broken}"
