@@ -12,8 +12,9 @@ That is exact only where a cell parses the same alone as in its page, so each co
 and any page that fails one gets nbconvert's own pass, whole:
 
 - a cell closes every element it opens, and nothing it opens (a ``<script>``, a comment, a tag, a
-  quoted value) runs past its end: html.parser finished it before the end of the cell's own input; an end tag that closes none of its elements (BeautifulSoup ignores it) names no ancestor of the
-  cell in the page (where it would close that ancestor);
+  quoted value) runs past its end: html.parser finished it before the end of the cell's own input;
+- an end tag that closes none of the cell's elements (BeautifulSoup ignores it) names no ancestor of
+  the cell in the page (where it would close that ancestor);
 - it starts with a start tag and ends with a tag, so no text merges with the page's around it;
 - each placeholder is an element of the skeleton (not swallowed by a script, a comment, an attribute,
   and parsed before html.parser's end of input, where it reads what is still open as text),
