@@ -209,15 +209,17 @@ def _normalised(source: str) -> list[str]:
 
 
 def nbconvert_pass_is_known() -> bool:
-    """Whether nbconvert's ``HTMLExporter.from_notebook_node`` ends with the pass replicated here."""
-    from nbconvert.exporters.html import HTMLExporter
+    """Whether nbconvert's ``HTMLExporter.from_notebook_node`` ends with the pass replicated here, and its module
+    makes no other BeautifulSoup (``install`` stands in for that name while a page renders)."""
+    from nbconvert.exporters import html as nbconvert_html
 
     try:
-        source = _normalised(inspect.getsource(HTMLExporter.from_notebook_node))
+        module = inspect.getsource(nbconvert_html)
+        source = _normalised(inspect.getsource(nbconvert_html.HTMLExporter.from_notebook_node))
     except (OSError, TypeError):
         return False
     expected = _normalised(NBCONVERT_PASS)
-    return source[-len(expected):] == expected
+    return source[-len(expected):] == expected and module.count("BeautifulSoup(") == 1
 
 
 def install() -> bool:

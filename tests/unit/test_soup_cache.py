@@ -1,12 +1,14 @@
 """grader.grading.soup_cache: nbconvert's accessibility pass, memoised per cell, gives the same bytes as
 nbconvert's own pass over the whole page, for real exports and for random, malformed pages."""
 import base64
+import inspect
 import logging
 import random
 
 import nbformat
 import pytest
 from nbconvert.exporters import HTMLExporter
+from nbconvert.exporters import html as nbconvert_html
 
 from grader.grading import soup_cache
 
@@ -142,3 +144,10 @@ def test_install_leaves_an_unknown_nbconvert_pass_alone(monkeypatch):
     monkeypatch.setattr(HTMLExporter, "from_notebook_node", from_notebook_node)
     assert not soup_cache.install()
     assert HTMLExporter.from_notebook_node is from_notebook_node
+
+
+def test_install_refuses_a_module_that_parses_pages_elsewhere_too(monkeypatch):
+    real = inspect.getsource
+    assert soup_cache.nbconvert_pass_is_known()
+    monkeypatch.setattr(inspect, "getsource", lambda obj: real(obj) + ("\nBeautifulSoup(x)\n" if obj is nbconvert_html else ""))
+    assert not soup_cache.nbconvert_pass_is_known()
