@@ -38,6 +38,7 @@ ALT_TEXT = "No description has been provided for this image"
 MISSING_ALT = "img:not([alt])"
 FOCUSABLE = ["div.jp-Cell-inputWrapper", "div.jp-OutputArea-output"]  # each under .jp-Notebook
 NOTEBOOK = ".jp-Notebook"
+FOCUSABLE_IN_PAGE = [f"{NOTEBOOK} {selector}" for selector in FOCUSABLE]  # nbconvert's selectors, whole
 # What nbconvert's from_notebook_node does after rendering, statement by statement (whitespace aside).
 NBCONVERT_PASS = """
 soup = BeautifulSoup(html, features="html.parser")
@@ -115,7 +116,7 @@ def whole_page(html: str) -> tuple[str, int]:
     """nbconvert's pass on the whole page: (html, images without alt)."""
     BeautifulSoup = _soup_classes()[0]
     soup = BeautifulSoup(html, features="html.parser")
-    missing = _mark(soup, [f"{NOTEBOOK} {selector}" for selector in FOCUSABLE])
+    missing = _mark(soup, FOCUSABLE_IN_PAGE)
     return str(soup), missing
 
 
@@ -134,7 +135,7 @@ def _cell(fragment: str, in_notebook: bool) -> tuple[str, int, list[str]] | None
     if not soup.closed or soup.unfinished or len(children) != 1 or getattr(children[0], "name", None) != WRAPPER:
         return None
     # inside .jp-Notebook every element of the cell has that ancestor; outside, only one within the cell can
-    missing = _mark(soup, FOCUSABLE if in_notebook else [f"{NOTEBOOK} {selector}" for selector in FOCUSABLE])
+    missing = _mark(soup, FOCUSABLE if in_notebook else FOCUSABLE_IN_PAGE)
     cell = (children[0].decode_contents(), missing, sorted(soup.ignored))
     MEMO.keep(key, json.dumps(cell))
     return cell
@@ -167,15 +168,15 @@ def _by_cells(html: str) -> tuple[str, int] | None:
         return None
     if [p.get("data-i") for p in placeholders] != [str(i) for i in range(len(fragments))]:
         return None
-    preserving = skeleton.builder.preserve_whitespace_tags
-    if any(parent.name in preserving for p in placeholders for parent in p.parents):
+    ancestors = [{parent.name for parent in p.parents} for p in placeholders]
+    if any(names & skeleton.builder.preserve_whitespace_tags for names in ancestors):
         return None
     in_notebook = {id(p) for p in skeleton.select(f"{NOTEBOOK} {name}")}
-    missing = _mark(skeleton, [f"{NOTEBOOK} {selector}" for selector in FOCUSABLE])
+    missing = _mark(skeleton, FOCUSABLE_IN_PAGE)
     cells = []
-    for placeholder, fragment in zip(placeholders, fragments):
+    for placeholder, names, fragment in zip(placeholders, ancestors, fragments):
         cell = _cell(fragment, id(placeholder) in in_notebook)
-        if cell is None or not {parent.name for parent in placeholder.parents}.isdisjoint(cell[2]):
+        if cell is None or not names.isdisjoint(cell[2]):
             return None
         cells.append(cell[0])
         missing += cell[1]
