@@ -15,6 +15,7 @@ STAMP := $(VENV)/.installed
 ASSIGNMENT ?= 03_backward
 LAB_ARGS ?=
 # Two test processes (pytest-xdist), a file each at a time: module fixtures (a server, a graded class) run once.
+# Files go out in the order tests/conftest.py sorts them (slowest tier first), not xdist's (by number of tests).
 TEST_WORKERS ?= 2
 REPORT_ARGS ?=
 
@@ -59,7 +60,7 @@ lab: $(STAMP)
 test: $(STAMP)
 	bash tools/ensure-chromium
 	bash tools/ensure-proxy
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 check: $(STAMP)
 	$(PY) -m pytest tests/unit -m "not slow" -q -n $(TEST_WORKERS)

@@ -72,12 +72,25 @@ def shown(monkeypatch):
 
 
 SLOW_TIERS = {"integration", "e2e"}
+# The order the files are handed to the test processes (`make test` runs pytest-xdist's loadfile with
+# --no-loadscope-reorder, so files go out in collection order): the slowest tier first and, within a tier, the
+# files with slow tests first, so that at the end the many short unit files even out the two processes instead
+# of one of them idling while the other runs a minute-long end-to-end file. (xdist's own reordering, by number
+# of tests, sent the one-test end-to-end files last.)
+TIER_ORDER = {"e2e": 0, "integration": 1, "unit": 2}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if Path(str(item.fspath)).parent.name in SLOW_TIERS:
             item.add_marker(pytest.mark.slow)
+    with_slow_tests = {str(item.fspath) for item in items if item.get_closest_marker("slow")}
+
+    def rank(item) -> tuple[int, int]:
+        return (TIER_ORDER.get(Path(str(item.fspath)).parent.name, len(TIER_ORDER)),
+                0 if str(item.fspath) in with_slow_tests else 1)
+
+    items.sort(key=rank)  # stable: each file's tests stay together and in their order (module fixtures run once)
 
 
 def descendants(pid: int) -> dict[int, str]:
