@@ -32,6 +32,14 @@ class Outcome:
     message: str = field(default="", repr=False)
 
 
+@functools.lru_cache(maxsize=None)
+def compiled(source: str, filename: str):
+    """``source`` compiled once: the same few test cells run on thousands of mutants (a code object is
+    immutable, and each run gets its own namespace). Without this module's ``from __future__`` flags, as a
+    kernel compiles a cell."""
+    return compile(source, filename, "exec", dont_inherit=True)
+
+
 def _meta(cell) -> dict:
     meta = cell.metadata.get("nbgrader", {})
     return meta if isinstance(meta, dict) else {}
@@ -107,7 +115,7 @@ def diagnose(notebook: str, exercise: str, function, tests: list[str] | None = N
         scope = dict(base)
         try:
             with contextlib.redirect_stdout(io.StringIO()):
-                exec(compile(source, f"<{grade_id}>", "exec"), scope)
+                exec(compiled(source, f"<{grade_id}>"), scope)
         except CheckFailed as failure:
             return Outcome(False, grade_id, tuple(failure.misconceptions), type(failure).__name__, str(failure))
         except Exception as error:  # noqa: BLE001 - a raw exception is a failure without a diagnosis

@@ -19,6 +19,7 @@ from grader.course.build import (EXTRA_CHECKS_HEADER, EXTRA_CHECKS_PREFIX, HIDDE
                           is_extra_checks, script_to_notebook)
 from grader.compare import CheckFailed
 from tests.conftest import ASSIGNMENTS, ROOT
+from tests.diagnosis_harness import compiled
 
 GENERATED = ["release", "notebooks", "solutions"]
 
@@ -251,7 +252,7 @@ def run_cell(text: str, name: str, namespace: dict):
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
-            exec(compile(text, f"<{name}>", "exec"), namespace)
+            exec(compiled(text, f"<{name}>"), namespace)
     except Exception as error:  # noqa: BLE001 - the verdict is what we read
         return out.getvalue(), error
     return out.getvalue(), None
