@@ -11,6 +11,7 @@ Only wheel metadata is read, never a whole wheel: pip >= 25.3 stops a dry run be
 downloading, and `--use-feature=fast-deps` reads a wheel's metadata with HTTP range requests
 when the index offers no PEP 658 metadata file (this machine's index offers none). Without
 both, each of 3.10, 3.12 and 3.13 would download torch (500 MB) and its CUDA packages (GBs).
+Each dry run's HTTP requests are recorded, and none may have fetched a whole file over 20 MB.
 """
 import json
 import os
@@ -38,9 +39,25 @@ DRY_RUN_TIMEOUT_S = 600
 # A dry run fetches index pages and byte ranges of wheels; a wheel fetched whole above this
 # size means the dry run is downloading what it resolves (torch's wheels are 500 MB).
 LARGEST_WHOLE_DOWNLOAD = 20 * 2**20
-# Which dry run writes pip's debug log (every GET, for the check above): a third of a run's CPU (a 50 MB log),
-# and what pip fetches depends on pip (one version for all) and the index, not on the interpreter.
-LOGGED = "system-python3"
+# Each dry run records its HTTP requests (for the check above) through pip's vendored urllib3 logger alone,
+# which logs one line per request: pip's own --log writes all of pip's debug output (50 MB, a third of a
+# run's CPU).
+PIP_WITH_REQUEST_LOG = """
+import logging, logging.config, runpy, sys
+handler = logging.FileHandler(sys.argv.pop(1))
+handler.setFormatter(logging.Formatter("%(message)s"))
+pip_configures = logging.config.dictConfig
+
+def configure_then_record_requests(config):
+    pip_configures(config)  # resets the level and handlers of every logger below pip._vendor
+    requests = logging.getLogger("pip._vendor.urllib3.connectionpool")
+    requests.setLevel(logging.DEBUG)
+    requests.addHandler(handler)
+
+logging.config.dictConfig = configure_then_record_requests
+sys.argv.pop(0)  # now pip's path inside its wheel, then pip's arguments
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 TORCH = "2.13.0"
 # PyPI's torch for Linux brings these (its own markers); only the CPU build, which the tested
 # environment holds, does without them, so constraints.txt does not pin them.
@@ -67,9 +84,10 @@ def is_this_suites_python(python: Path | None) -> bool:
     return python is not None and Path(sys.base_prefix).resolve() == python.resolve().parent.parent
 
 
-def logged_run() -> str | None:
-    """The interpreter whose dry run writes pip's log: LOGGED, or the first present one."""
-    return LOGGED if LOGGED in PRESENT else next(iter(PRESENT), None)
+def needs_dry_run(name: str) -> bool:
+    """Every present interpreter but this suite's own (its .venv is a real install of the constraints),
+    unless no other is present: pip's traffic is then checked on that one."""
+    return not is_this_suites_python(PRESENT[name]) or all(is_this_suites_python(p) for p in PRESENT.values())
 
 
 def normalized(name: str) -> str:
@@ -103,15 +121,14 @@ def dry_runs(tmp_path_factory):
     wheel = next(base.glob("pip-*.whl"))
     runs = {}
     for name, python in PRESENT.items():
-        if is_this_suites_python(python) and name != logged_run():
+        if not needs_dry_run(name):
             continue  # its own .venv is the install: test_constraints_resolve reads it
         work = base / name
         copy_project(work / "project")
         subprocess.run([str(python), "-m", "venv", "--without-pip", str(work / "venv")], check=True)
-        log = ["--log", str(work / "pip.log")] if name == logged_run() else []
-        command = [str(work / "venv" / "bin" / "python"), f"{wheel}/pip", "install", "--dry-run", "--quiet",
-                   "--ignore-installed", "--use-feature=fast-deps", "--report", str(work / "report.json"),
-                   *log, "-c", "constraints.txt", ".[dev]"]
+        command = [str(work / "venv" / "bin" / "python"), "-c", PIP_WITH_REQUEST_LOG, str(work / "requests.log"),
+                   f"{wheel}/pip", "install", "--dry-run", "--quiet", "--ignore-installed", "--use-feature=fast-deps",
+                   "--report", str(work / "report.json"), "-c", "constraints.txt", ".[dev]"]
         with open(work / "output.txt", "w") as output:
             process = subprocess.Popen(command, cwd=work / "project", stdout=output, stderr=subprocess.STDOUT)
         runs[name] = (process, work, time.monotonic())
@@ -172,15 +189,15 @@ def test_constraints_resolve(name, dry_runs):
     report = json.loads((work / "report.json").read_text())
     resolved = check_resolution(name, report)
     environment = report["environment"]
-    traffic = ""
-    if name == logged_run():
-        requests = fetched((work / "pip.log").read_text())
-        whole = [(path.rsplit("/", 1)[-1], size) for path, status, size in requests if status == 200
-                 and path.endswith((".whl", ".tar.gz", ".zip")) and size > LARGEST_WHOLE_DOWNLOAD]
-        assert whole == [], f"{name}: the dry run downloaded whole files: {whole}"
-        traffic = f"; {len(requests)} GETs, {sum(size for _, _, size in requests) / 2**20:.0f} MiB"
+    requests = fetched((work / "requests.log").read_text())
+    # none at all would mean the log missed them (pip's vendored urllib3 renamed?), not that pip fetched nothing
+    assert requests, f"{name}: no HTTP request of the dry run was recorded: is the package index reachable?"
+    whole = [(path.rsplit("/", 1)[-1], size) for path, status, size in requests if status == 200
+             and path.endswith((".whl", ".tar.gz", ".zip")) and size > LARGEST_WHOLE_DOWNLOAD]
+    assert whole == [], f"{name}: the dry run downloaded whole files: {whole}"
+    traffic = f"{len(requests)} GETs, {sum(size for _, _, size in requests) / 2**20:.0f} MiB"
     print(f"{name} (Python {environment['python_full_version']}): resolved {len(resolved)} packages in "
-          f"{seconds:.0f} s{traffic}; torch {resolved['torch']['metadata']['version']}")
+          f"{seconds:.0f} s; {traffic}; torch {resolved['torch']['metadata']['version']}")
 
 
 def check_resolution(name: str, report: dict, installed: bool = False) -> dict:
