@@ -81,14 +81,16 @@ TIER_ORDER = {"e2e": 0, "integration": 1, "unit": 2}
 
 
 def pytest_collection_modifyitems(config, items):
+    def tier(item) -> str:
+        return Path(str(item.fspath)).parent.name
+
     for item in items:
-        if Path(str(item.fspath)).parent.name in SLOW_TIERS:
+        if tier(item) in SLOW_TIERS:
             item.add_marker(pytest.mark.slow)
     with_slow_tests = {str(item.fspath) for item in items if item.get_closest_marker("slow")}
 
     def rank(item) -> tuple[int, int]:
-        return (TIER_ORDER.get(Path(str(item.fspath)).parent.name, len(TIER_ORDER)),
-                0 if str(item.fspath) in with_slow_tests else 1)
+        return TIER_ORDER.get(tier(item), len(TIER_ORDER)), 0 if str(item.fspath) in with_slow_tests else 1
 
     items.sort(key=rank)  # stable: each file's tests stay together and in their order (module fixtures run once)
 
