@@ -82,9 +82,10 @@ def test_capture_cell_magic_keeps_the_output_out_of_the_cell(box):
 
 
 def test_shell_escapes(box):
-    # `!cmd` reads the command's output through a pseudo-terminal (IPython's pexpect path, as in any Jupyter
-    # kernel). Once, on a machine slowed twofold, it came back empty (not seen in 200 tries beside three CPU
-    # hogs): asked twice, it must print once at least, and never anything else
+    # Under load, a child process's output came back empty twice in ~20 fresh clones: once `!echo hi` (through a
+    # pseudo-terminal), once `os.system` below (straight to fd 1), so not the pty: suspected, the flush at a
+    # cell's end racing ipykernel's thread that reads fds 1 and 2 (not fixed; see the notes). `!echo` is
+    # asked twice: it must print once at least, and never anything else
     printed = [stdout(ok(box, "!echo hi")) for _ in range(2)]
     assert "hi\n" in printed and set(printed) <= {"hi\n", ""}, printed
     reply = ok(box, "listing = !echo a; echo b\nlisting")
