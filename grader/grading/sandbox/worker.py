@@ -143,6 +143,8 @@ class Worker:
 
         import numpy  # noqa: F401
 
+        from grader.grading.sandbox.fd_output import FdOutStream
+
         self.tripwires.install()  # before any learner code: `from torch... import layer_norm` binds the wrapper
         if not os.environ.get("USER") or not os.environ.get("LOGNAME"):
             try:
@@ -156,7 +158,6 @@ class Worker:
             if "matplotlib" in sys.modules:  # imported by the zygote, under another default
                 sys.modules["matplotlib"].rcParams["backend"] = os.environ["MPLBACKEND"]
         kernel_class = self._kernel_class()
-        from ipykernel.iostream import OutStream
         from jupyter_client.session import Session
         from traitlets.config import Config
 
@@ -176,8 +177,8 @@ class Worker:
         config.HistoryManager.hist_file = ":memory:"  # In/Out and %history work; no file, no saving thread
         kernel = kernel_class(config=config, session=RecordingSession(config=config))
         # As in a kernel started by Jupyter: print() and writes to fds 1 and 2 (os.system, C code) are outputs.
-        kernel.stdout = OutStream(kernel.session, kernel.iopub_thread, "stdout", watchfd=True)
-        kernel.stderr = OutStream(kernel.session, kernel.iopub_thread, "stderr", watchfd=True)
+        kernel.stdout = FdOutStream(kernel.session, kernel.iopub_thread, "stdout")
+        kernel.stderr = FdOutStream(kernel.session, kernel.iopub_thread, "stderr")
         sys.stdout, sys.stderr = kernel.stdout, kernel.stderr
         kernel._forward_input(allow_stdin=False)  # input() raises StdinNotImplementedError, as under nbclient
         self._without_pty(kernel.shell)
@@ -210,23 +211,10 @@ class Worker:
         shell.getoutput = getoutput
 
     def _flush(self) -> None:
-        """Hand over everything the cell printed: its text, and what its fds 1 and 2 still hold."""
-        import select
-        import time
-
-        streams = (self.kernel.stdout, self.kernel.stderr)
-        pipes = [s._fid for s in streams if getattr(s, "_fid", None) is not None]
-        deadline = time.monotonic() + 0.5
-        try:
-            if pipes and select.select(pipes, [], [], 0)[0]:
-                while time.monotonic() < deadline and select.select(pipes, [], [], 0)[0]:
-                    time.sleep(0.002)  # the watching threads are reading it
-                time.sleep(0.002)
-        except (OSError, ValueError):
-            pass
-        for stream in streams:
+        """Hand over everything the cell printed: its text, and what it wrote to fds 1 and 2."""
+        for stream in (self.kernel.stdout, self.kernel.stderr):
             try:
-                stream.flush()  # waits until the IOPub thread has handed everything over
+                stream.flush()  # drains the fd's pipe, then waits until the IOPub thread has handed everything over
             except Exception:  # noqa: BLE001
                 pass
 
