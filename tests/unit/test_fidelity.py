@@ -116,6 +116,38 @@ def test_what_a_cell_writes_to_its_fds_is_its_output_however_slow_the_watching_t
             assert stdout(ok(slow_box, "print('next')")) == "next\n"  # nothing spills into the next cell
 
 
+# A fork of the sandbox (a learner's multiprocessing) has no thread watching fd 1, and may be made while that thread
+# holds its lock: the child's flush must not wait for that lock.
+FORK_WHILE_ANOTHER_THREAD_HOLDS_THE_READ_LOCK = """
+import os, sys, threading, time
+held, release = threading.Event(), threading.Event()
+def hold():
+    with sys.stdout._read_lock:
+        held.set()
+        release.wait(5)
+threading.Thread(target=hold).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    sys.stdout.flush()
+    os._exit(0)
+for _ in range(500):
+    if os.waitpid(pid, os.WNOHANG)[0]:
+        print('the child exited')
+        break
+    time.sleep(0.01)
+else:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    print('the child hung')
+release.set()
+"""
+
+
+def test_a_forked_child_flushes_without_waiting_for_the_watching_threads_lock(box):
+    assert stdout(ok(box, FORK_WHILE_ANOTHER_THREAD_HOLDS_THE_READ_LOCK)) == "the child exited\n"
+
+
 def test_autoreload_picks_up_an_edited_helper_module(box):
     ok(box, "%load_ext autoreload\n%autoreload 2")
     ok(box, "open('reloaded_helper.py', 'w').write('def answer():\\n    return 1\\n')\nimport reloaded_helper")

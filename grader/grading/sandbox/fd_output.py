@@ -53,13 +53,18 @@ class FdOutStream(OutStream):
         return True
 
     def drain(self) -> None:
-        """Hand the stream everything written to the fd so far (none of it left in the pipe or in flight)."""
-        if self._should_watch:
+        """Hand the stream everything written to the fd so far (none of it left in the pipe or in flight).
+        Only in the process that made the stream: a fork of it (a learner's multiprocessing) has no watching
+        thread, and may have been forked while that thread held the lock."""
+        if self._should_watch and os.getpid() == self._master_pid:
             with self._read_lock:
                 self._read_available(DRAIN_BUDGET)
 
     def flush(self) -> None:
         """Drain, then flush: what a cell wrote to the fd comes before what it shows next (the displayhook flushes
         before it publishes a result, as does a print with flush=True)."""
-        self.drain()
+        try:
+            self.drain()
+        except Exception:  # noqa: BLE001 - a learner who broke os.read or closed the fd still gets their printed text
+            pass
         super().flush()
