@@ -114,6 +114,10 @@ def test_what_a_cell_writes_to_its_fds_is_its_output_however_slow_the_watching_t
             assert "".join(o["text"] for o in reply["outputs"] if o.get("name") == "stderr") == "to-fd-2\n"
             assert kinds(reply)[-1] == "execute_result"  # flushed before the result, as ipykernel's displayhook does
             assert stdout(ok(slow_box, "print('next')")) == "next\n"  # nothing spills into the next cell
+        # a learner who breaks os.read (the watching thread dies of it) still sees what they print
+        reply = ok(slow_box, "def broken(*args):\n    raise OSError('no reading')\nos.read = broken\n"
+                             "os.write(1, b'left in the pipe\\n')\nprint('printed', flush=True)\nprint('at the end')")
+        assert stdout(reply) == "printed\nat the end\n"
 
 
 # A fork of the sandbox (a learner's multiprocessing) has no thread watching fd 1, and may be made while that thread
