@@ -114,6 +114,8 @@ def test_what_a_cell_writes_to_its_fds_is_its_output_however_slow_the_watching_t
             assert "".join(o["text"] for o in reply["outputs"] if o.get("name") == "stderr") == "to-fd-2\n"
             assert kinds(reply)[-1] == "execute_result"  # flushed before the result, as ipykernel's displayhook does
             assert stdout(ok(slow_box, "print('next')")) == "next\n"  # nothing spills into the next cell
+            # what reached the fd before a print comes before it, though the thread still holds it
+            assert stdout(ok(slow_box, "os.write(1, b'first\\n')\nprint('second')")) == "first\nsecond\n"
         # a learner who breaks os.read (the watching thread dies of it) still sees what they print
         reply = ok(slow_box, "def broken(*args):\n    raise OSError('no reading')\nos.read = broken\n"
                              "os.write(1, b'left in the pipe\\n')\nprint('printed', flush=True)\nprint('at the end')")
@@ -150,6 +152,13 @@ release.set()
 
 def test_a_forked_child_flushes_without_waiting_for_the_watching_threads_lock(box):
     assert stdout(ok(box, FORK_WHILE_ANOTHER_THREAD_HOLDS_THE_READ_LOCK)) == "the child exited\n"
+
+
+def test_what_forked_children_print_is_the_cells_output_as_in_jupyter(box):
+    reply = ok(box, "import multiprocessing\ndef square(x):\n    print('child', x, 'of', 4)\n    return x * x\n"
+                    "with multiprocessing.get_context('fork').Pool(2) as pool:\n    print(pool.map(square, range(4)))")
+    lines = stdout(reply).splitlines()
+    assert lines[-1] == "[0, 1, 4, 9]" and sorted(lines[:-1]) == [f"child {x} of 4" for x in range(4)], lines
 
 
 def test_autoreload_picks_up_an_edited_helper_module(box):

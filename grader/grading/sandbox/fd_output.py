@@ -4,8 +4,10 @@ ipykernel's ``OutStream(watchfd=True)`` points the fd at a pipe and starts a thr
 pipe and then writes the text to the stream. Between that read and that write the text is in
 neither place, so a flush at the cell's end could miss it: under load a child's output went
 missing from its cell about once in twenty runs. Here the thread reads only while it holds a lock,
-and ``drain`` (every flush, and so the end of each cell) takes the lock and reads what is left:
-once it returns, every byte the cell wrote to the fd is in the stream.
+and ``drain`` takes the lock and reads what is left: once it returns, every byte written to the fd
+so far is in the stream. Every flush drains (so the end of each cell does), and so does a write
+while bytes are in the pipe or in the thread's hands: what reached the fd before a print comes before it.
+A forked child (a learner's multiprocessing) writes its lines to the fd, which its parent reads.
 """
 from __future__ import annotations
 
@@ -27,7 +29,34 @@ class FdOutStream(OutStream):
     def __init__(self, session, pub_thread, name: str):
         self._read_lock = threading.RLock()  # a write that flushes (a learner's wrapper) re-enters drain on this thread
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split across reads
+        self._forked_pending = {}  # pid -> the start of a line a forked child has written (``write``)
+        self._reading = threading.local()  # .now: this thread is writing what it read from the fd
+        self._waiting = select.poll()  # whether the pipe holds bytes: cheaper than select on every write
+        self._watcher_holds_bytes = False  # the watching thread has read bytes it has not written yet
         super().__init__(session, pub_thread, name, watchfd="force")
+        if self._fid is not None:
+            self._waiting.register(self._fid, select.POLLIN)
+
+    def write(self, text: str) -> int:
+        """As ``OutStream.write``; in a fork of this process (a learner's multiprocessing), whole lines go to the fd
+        instead: the child's copy of this stream reaches no cell, the fd reaches the parent's watching thread (in
+        Jupyter, ipykernel forwards a forked child's output to its parent too)."""
+        if os.getpid() == self._master_pid or not self._should_watch or not isinstance(text, str):
+            # what reached the fd before this text comes before it: bytes in the pipe, or read and not yet written
+            # (the flag is set before the read, so one of the two is seen)
+            if (self._waiting.poll(0) or self._watcher_holds_bytes) and not getattr(self._reading, "now", False):
+                self.flush_fd(READ_SIZE)  # a pipe holds no more: under a flood, what follows is no earlier
+            return super().write(text)
+        pending = self._forked_pending.get(os.getpid(), "") + text
+        end = pending.rfind("\n") + 1
+        self._forked_pending = {os.getpid(): pending[end:]}  # a grandchild does not inherit its parent's line
+        self._to_fd(pending[:end])
+        return len(text)
+
+    def _to_fd(self, text: str) -> None:
+        data = memoryview(text.encode(errors="replace"))
+        while data:
+            data = data[os.write(self._original_stdstream_fd, data):]
 
     def _watch_pipe_fd(self) -> None:
         """The watching thread: wait for bytes without the lock, read them with it."""
@@ -35,36 +64,52 @@ class FdOutStream(OutStream):
             while self._should_watch:
                 select.select([self._fid], [], [])
                 with self._read_lock:
-                    if not self._should_watch or not self._read_available(DRAIN_BUDGET):
-                        return
+                    self._watcher_holds_bytes = True
+                    try:
+                        if not self._should_watch or not self._read_available(DRAIN_BUDGET):
+                            return
+                    finally:
+                        self._watcher_holds_bytes = False
         except Exception:  # noqa: BLE001 - kept for close(), as ipykernel does
             self._exc = sys.exc_info()
 
     def _read_available(self, budget: int) -> bool:
         """Write to the stream what the pipe holds now (up to ``budget`` bytes); False once no writer is left."""
-        while budget > 0 and select.select([self._fid], [], [], 0)[0]:
-            data = os.read(self._fid, READ_SIZE)
-            if not data:
-                return False
-            budget -= len(data)
-            text = self._decoder.decode(data)
-            if text:
-                self.write(text)
-        return True
+        was_reading, self._reading.now = getattr(self._reading, "now", False), True
+        try:
+            while budget > 0 and select.select([self._fid], [], [], 0)[0]:
+                data = os.read(self._fid, READ_SIZE)
+                if not data:
+                    return False
+                budget -= len(data)
+                text = self._decoder.decode(data)
+                if text:
+                    self.write(text)
+            return True
+        finally:
+            self._reading.now = was_reading
 
-    def drain(self) -> None:
+    def flush_fd(self, budget: int = DRAIN_BUDGET) -> None:
+        """``drain``, for a caller that has its own text to write next: a failure to read is the reader's."""
+        try:
+            self.drain(budget)
+        except Exception:  # noqa: BLE001 - a learner who broke os.read or closed the fd still gets their printed text
+            pass
+
+    def drain(self, budget: int = DRAIN_BUDGET) -> None:
         """Hand the stream everything written to the fd so far (none of it left in the pipe or in flight).
         Only in the process that made the stream: a fork of it (a learner's multiprocessing) has no watching
         thread, and may have been forked while that thread held the lock."""
         if self._should_watch and os.getpid() == self._master_pid:
-            with self._read_lock:
-                self._read_available(DRAIN_BUDGET)
+            with self._read_lock:  # the watching thread holds it from its read to its write
+                if self._waiting.poll(0):
+                    self._read_available(budget)
 
     def flush(self) -> None:
         """Drain, then flush: what a cell wrote to the fd comes before what it shows next (the displayhook flushes
-        before it publishes a result, as does a print with flush=True)."""
-        try:
-            self.drain()
-        except Exception:  # noqa: BLE001 - a learner who broke os.read or closed the fd still gets their printed text
-            pass
+        before it publishes a result, as does a print with flush=True). In a forked child: its unfinished line."""
+        if os.getpid() != self._master_pid and self._should_watch:
+            self._to_fd(self._forked_pending.pop(os.getpid(), ""))
+            return
+        self.flush_fd()
         super().flush()
