@@ -68,7 +68,8 @@ print(json.dumps({"user": getpass.getuser(), "pw_name": pwd.getpwuid(os.getuid()
                   "root": sorted(os.listdir("/")), "tmp": sorted(os.listdir("/tmp")),
                   "accounts": sorted({line.split(":")[0] for name in ("passwd", "passwd-", "group", "group-", "subuid")
                                       if os.path.exists("/etc/" + name) for line in open("/etc/" + name) if line.strip()}),
-                  "caps": [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0]}))
+                  "caps": [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0],
+                  "ptys": sorted(os.listdir("/dev/pts")), "pty": os.ttyname(os.openpty()[1])}))
 """
 
 DETACH = """
@@ -191,6 +192,8 @@ def check_visibility(report: dict) -> None:
     assert about["numpy_ok"] and about["numpy_file"] and about["torch_ok"] and about["written"] == "ok"
     assert about["grader"].startswith(str(ROOT / "grader")) and about["normlab"].startswith(str(ROOT / "normlab"))
     assert int(about["caps"], 16) == 0, "learner code runs without capabilities"
+    # pseudo-terminals of its own, as a kernel has (``!cmd`` runs in one); none of the machine's
+    assert about["ptys"] == ["ptmx"] and about["pty"] == "/dev/pts/0", (about["ptys"], about["pty"])
     assert set(about["accounts"]) <= {"root", "learner", "nobody", "nogroup"}, "no names of the machine's users"
     # the system's top-level folders, plus the first folder on the way to the checkout and the Pythons (/work, /check…)
     installation = {Path(p).resolve().parts[1] for p in (ROOT, sys.prefix, sys.base_prefix)}

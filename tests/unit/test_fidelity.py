@@ -82,7 +82,8 @@ def test_capture_cell_magic_keeps_the_output_out_of_the_cell(box):
 
 
 def test_shell_escapes(box):
-    assert stdout(ok(box, "!echo hi")) == "hi\n"
+    # in a pseudo-terminal of the sandbox's own, as in a Jupyter kernel: stderr joins stdout, lines end in CRLF
+    assert stdout(ok(box, "!echo hi; echo there >&2")) == "hi\r\nthere\r\n"
     reply = ok(box, "listing = !echo a; echo b\nlisting")
     assert reply["outputs"][-1]["data"]["text/plain"] == "['a', 'b']"
     assert stdout(ok(box, "import os\n_ = os.system('echo from-fd-1')")) == "from-fd-1\n"  # fds 1 and 2 are outputs too

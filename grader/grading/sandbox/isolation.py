@@ -10,8 +10,8 @@ a fresh root (an empty tmpfs) that only holds, read-only,
 - the system: ``/usr``, ``/etc`` (with a private ``passwd``/``group`` naming the learner),
   ``/bin``, ``/sbin``, ``/lib*`` (symbolic links where the system has them);
 
-plus a minimal ``/dev`` (null, zero, full, random, urandom, tty), a fresh ``/proc`` of its
-own PID namespace, private size-limited ``/tmp`` and ``/dev/shm``, and the notebook's
+plus a minimal ``/dev`` (null, zero, full, random, urandom, tty, and pseudo-terminals of its
+own: a new devpts instance), a fresh ``/proc`` of its own PID namespace, private size-limited ``/tmp`` and ``/dev/shm``, and the notebook's
 folder at ``/home/learner`` (HOME and working directory): a size-limited tmpfs holding a
 copy of the folder the grader prepared, so nothing the notebook writes reaches the grader's
 disk and teardown is an unmount. Folders on the way to an allowed path exist but cannot be
@@ -66,6 +66,7 @@ HOME = "/home/learner"
 USER = "learner"
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+MAX_PTYS = 16  # pseudo-terminals one sandbox may hold at once (``!cmd`` uses one at a time)
 DEFAULT_HOME_BYTES = 512 * 2**20
 DEFAULT_TMP_BYTES = 256 * 2**20
 DEFAULT_SHM_BYTES = 64 * 2**20
@@ -394,6 +395,7 @@ def build_root(config: dict, uid: int, gid: int, owner: tuple[int, int] | None) 
     for name, link in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                        ("stderr", "/proc/self/fd/2")):
         os.symlink(link, f"{dev}/{name}")
+    _private_ptys(root, dev)
     shm_bytes = int(limits.get("shm_bytes") or DEFAULT_SHM_BYTES)
     root.tmpfs("/dev/shm", f"size={shm_bytes},nr_inodes=4096,mode=1777", 0o1777)
     _restrict(dev, recursive=False)
@@ -435,6 +437,18 @@ def build_root(config: dict, uid: int, gid: int, owner: tuple[int, int] | None) 
     os.chdir(HOME)
     _libc.sethostname(b"sandbox", 7)
     return ["/proc", "/dev", "/dev/shm", "/tmp", HOME] + [t for _, _, t in plan()]
+
+
+def _private_ptys(root: _Root, dev: str) -> None:
+    """Pseudo-terminals of the sandbox's own (a devpts instance no other process sees), as a Jupyter kernel
+    has: ``!cmd`` then runs in one, as in Jupyter (its stderr joins stdout, lines end in CRLF). Best effort:
+    without them ``!cmd`` runs through pipes (``worker._without_pty``)."""
+    pts = root.folders("/dev/pts", 0o755)
+    try:
+        _mount("devpts", pts, "devpts", MS_NOSUID | MS_NOEXEC, f"newinstance,ptmxmode=0666,mode=0600,max={MAX_PTYS}")
+    except OSError:
+        return
+    os.symlink("pts/ptmx", f"{dev}/ptmx")
 
 
 def _drop_capabilities() -> None:
