@@ -14,9 +14,9 @@ plus a minimal ``/dev`` (null, zero, full, random, urandom, tty, and pseudo-term
 own: a new devpts instance), a fresh ``/proc`` of its own PID namespace, private size-limited
 ``/tmp`` and ``/dev/shm``, and the notebook's folder at ``/home/learner`` (HOME and working
 directory): a size-limited tmpfs holding a copy of the folder the grader prepared, so nothing
-the notebook writes reaches the grader's disk and teardown is an unmount. Folders on the way to an allowed path exist but cannot be
-listed. Nothing else: no course root, no build/, no other sandbox, no exchange, no /root,
-no /home of anyone, no /srv or /work.
+the notebook writes reaches the grader's disk and teardown is an unmount. Folders on the way
+to an allowed path exist but cannot be listed. Nothing else: no course root, no build/, no
+other sandbox, no exchange, no /root, no /home of anyone, no /srv or /work.
 
 Levels (``apply`` never degrades silently: the level asked for, or stronger, or an error):
 
