@@ -162,6 +162,42 @@ def test_what_forked_children_print_is_the_cells_output_as_in_jupyter(box):
     assert lines[-1] == "[0, 1, 4, 9]" and sorted(lines[:-1]) == [f"child {x} of 4" for x in range(4)], lines
 
 
+THREADS_PRINT_WHILE_A_CHILD_WRITES_TO_FD_1 = """
+import subprocess, threading
+child = subprocess.Popen(['sh', '-c', 'for i in $(seq 2000); do echo fd-$i; done'])
+failures = []
+def talk(n):
+    try:
+        for i in range(2000):
+            print('thread', n, i)
+    except Exception as error:
+        failures.append(repr(error))
+threads = [threading.Thread(target=talk, args=(n,)) for n in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+child.wait()
+"""
+
+
+def test_threads_print_at_once_while_a_child_writes_to_fd_1(box):
+    ok(box, THREADS_PRINT_WHILE_A_CHILD_WRITES_TO_FD_1)
+    assert stdout(ok(box, "print(failures[:3])")) == "[]\n"
+
+
+def test_a_child_flooding_fd_1_after_its_cell_holds_no_later_cell():
+    # `yes` keeps writing to fd 1 after its cell ends: each later cell still returns at once, its text capped
+    with Sandbox(mode="auto") as flooded:
+        ok(flooded, "import subprocess\nflood = subprocess.Popen(['yes'])")
+        began = time.monotonic()
+        for _ in range(3):
+            text = stdout(ok(flooded, "for i in range(1000):\n    print('mine', i)"))
+            assert text.startswith("y\n") and len(text) < 2 * Limits().output_characters
+        assert time.monotonic() - began < 30
+        ok(flooded, "flood.kill(); flood.wait()")
+
+
 def test_autoreload_picks_up_an_edited_helper_module(box):
     ok(box, "%load_ext autoreload\n%autoreload 2")
     ok(box, "open('reloaded_helper.py', 'w').write('def answer():\\n    return 1\\n')\nimport reloaded_helper")

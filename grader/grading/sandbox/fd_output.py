@@ -44,7 +44,7 @@ class FdOutStream(OutStream):
         if os.getpid() == self._master_pid or not self._should_watch or not isinstance(text, str):
             # what reached the fd before this text comes before it: bytes in the pipe, or read and not yet written
             # (the flag is set before the read, so one of the two is seen)
-            if (self._waiting.poll(0) or self._watcher_holds_bytes) and not getattr(self._reading, "now", False):
+            if (self._watcher_holds_bytes or self._pipe_holds_bytes()) and not getattr(self._reading, "now", False):
                 self.flush_fd(READ_SIZE)  # a pipe holds no more: under a flood, what follows is no earlier
             return super().write(text)
         pending = self._forked_pending.get(os.getpid(), "") + text
@@ -52,6 +52,14 @@ class FdOutStream(OutStream):
         self._forked_pending = {os.getpid(): pending[end:]}  # a grandchild does not inherit its parent's line
         self._to_fd(pending[:end])
         return len(text)
+
+    def _pipe_holds_bytes(self) -> bool:
+        """Whether the pipe may hold unread bytes: cheap enough for every write. One ``select.poll`` object refuses
+        a second thread while it polls (a learner's threads print at once): that thread then just looks."""
+        try:
+            return bool(self._waiting.poll(0))
+        except RuntimeError:
+            return True
 
     def _to_fd(self, text: str) -> None:
         data = memoryview(text.encode(errors="replace"))
@@ -102,7 +110,7 @@ class FdOutStream(OutStream):
         thread, and may have been forked while that thread held the lock."""
         if self._should_watch and os.getpid() == self._master_pid:
             with self._read_lock:  # the watching thread holds it from its read to its write
-                if self._waiting.poll(0):
+                if self._pipe_holds_bytes():
                     self._read_available(budget)
 
     def flush(self) -> None:
