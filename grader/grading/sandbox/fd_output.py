@@ -45,7 +45,7 @@ class FdOutStream(OutStream):
             # what reached the fd before this text comes before it: bytes in the pipe, or read and not yet written
             # (the flag is set before the read, so one of the two is seen)
             if (self._watcher_holds_bytes or self._pipe_holds_bytes()) and not getattr(self._reading, "now", False):
-                self.flush_fd(READ_SIZE)  # a pipe holds no more: under a flood, what follows is no earlier
+                self.drain(READ_SIZE)  # a pipe holds no more: under a flood, what follows is no earlier
             return super().write(text)
         pending = self._forked_pending.get(os.getpid(), "") + text
         end = pending.rfind("\n") + 1
@@ -97,21 +97,19 @@ class FdOutStream(OutStream):
         finally:
             self._reading.now = was_reading
 
-    def flush_fd(self, budget: int = DRAIN_BUDGET) -> None:
-        """``drain``, for a caller that has its own text to write next: a failure to read is the reader's."""
-        try:
-            self.drain(budget)
-        except Exception:  # noqa: BLE001 - a learner who broke os.read or closed the fd still gets their printed text
-            pass
-
     def drain(self, budget: int = DRAIN_BUDGET) -> None:
         """Hand the stream everything written to the fd so far (none of it left in the pipe or in flight).
         Only in the process that made the stream: a fork of it (a learner's multiprocessing) has no watching
-        thread, and may have been forked while that thread held the lock."""
-        if self._should_watch and os.getpid() == self._master_pid:
+        thread, and may have been forked while that thread held the lock. A failure to read is the reader's:
+        a learner who broke os.read or closed the fd still gets their printed text."""
+        if not self._should_watch or os.getpid() != self._master_pid:
+            return
+        try:
             with self._read_lock:  # the watching thread holds it from its read to its write
                 if self._pipe_holds_bytes():
                     self._read_available(budget)
+        except Exception:  # noqa: BLE001
+            pass
 
     def flush(self) -> None:
         """Drain, then flush: what a cell wrote to the fd comes before what it shows next (the displayhook flushes
@@ -119,5 +117,5 @@ class FdOutStream(OutStream):
         if os.getpid() != self._master_pid and self._should_watch:
             self._to_fd(self._forked_pending.pop(os.getpid(), ""))
             return
-        self.flush_fd()
+        self.drain()
         super().flush()
