@@ -199,6 +199,69 @@ def test_a_child_flooding_fd_1_after_its_cell_holds_no_later_cell():
         assert any("y\ny\n" in text for text in texts), "the flood never reached a cell: the test tested nothing"
 
 
+def test_pyproject_asks_for_the_ipykernel_the_sandbox_streams_need():
+    """FdOutStream uses ipykernel's watchfd="force" and _original_stdstream_fd, both new in 6.24: the install must
+    not accept an older ipykernel (6.23's sandbox would lose what a learner's forked child prints)."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from grader.grading.sandbox import fd_output
+    from tests.unit.test_environment import pyproject
+
+    ipykernel = next(Requirement(r) for r in pyproject()["project"]["optional-dependencies"]["dev"]
+                     if Requirement(r).name == "ipykernel")
+    floor = Version(".".join(map(str, fd_output.IPYKERNEL_MINIMUM)))
+    assert str(ipykernel.specifier) == f">={floor}", ipykernel
+    assert not ipykernel.specifier.contains("6.23.9") and ipykernel.specifier.contains(str(floor))
+
+
+@pytest.mark.parametrize("older", ["6.23.0", "6.0.0", "5.5.6"])
+def test_a_sandbox_refuses_an_ipykernel_too_old_for_its_streams(monkeypatch, older):
+    """Loaded under an older ipykernel, the sandbox's stream module raises ImportError naming both versions (the
+    sandbox then does not start, and nothing is scored) instead of grading forks unlike Jupyter."""
+    import importlib.util
+
+    import ipykernel
+
+    from grader.grading.sandbox import fd_output
+
+    monkeypatch.setattr(ipykernel, "version_info", tuple(int(part) for part in older.split(".")))
+    monkeypatch.setattr(ipykernel, "__version__", older)
+    spec = importlib.util.spec_from_file_location("fd_output_under_an_old_ipykernel", fd_output.__file__)
+    with pytest.raises(ImportError, match=rf"needs ipykernel >= 6\.24 \(this environment has {older}\)"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def test_a_kernel_that_cannot_start_says_why():
+    """A sandbox whose kernel cannot be set up (here: the ImportError of an ipykernel too old) answers the grader's
+    hello with the reason, which the instructor reads ("no sandbox could start (...)"), not a bare exit status."""
+    from grader.grading.sandbox import isolation, worker
+
+    to_child, from_child = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the sandbox's side, as the zygote's fork runs it, minus the confinement
+        try:
+            os.dup2(to_child[0], 0)
+            os.dup2(from_child[1], 1)
+
+            def kernel_that_cannot_start(self):
+                raise ImportError("the grading sandbox needs ipykernel >= 6.24 (this environment has 6.17.1)")
+
+            isolation.apply = lambda config: {"mode": "basic"}
+            worker.Worker.start_kernel = kernel_that_cannot_start
+            worker.run({"environment": {}, "output_limit": 1000})
+        finally:
+            os._exit(99)
+    os.close(to_child[0])
+    os.close(from_child[1])
+    with os.fdopen(from_child[0], "rb") as channel:
+        hello = json.loads(channel.readline())
+    os.close(to_child[1])
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3
+    assert hello == {"op": "hello", "ok": False, "error": "its kernel could not start (ImportError: the grading "
+                     "sandbox needs ipykernel >= 6.24 (this environment has 6.17.1))"}
+
+
 def test_autoreload_picks_up_an_edited_helper_module(box):
     ok(box, "%load_ext autoreload\n%autoreload 2")
     ok(box, "open('reloaded_helper.py', 'w').write('def answer():\\n    return 1\\n')\nimport reloaded_helper")

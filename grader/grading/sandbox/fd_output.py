@@ -17,7 +17,16 @@ import select
 import sys
 import threading
 
+import ipykernel
 from ipykernel.iostream import OutStream
+
+# The first ipykernel whose OutStream takes watchfd="force" and keeps the fd it replaced (_original_stdstream_fd,
+# where a forked child writes); pyproject.toml asks for it. An older one would grade a notebook that forks
+# differently from Jupyter, so a sandbox refuses to start on it (the class is then scored by nobody, with why).
+IPYKERNEL_MINIMUM = (6, 24)
+if tuple(ipykernel.version_info[:2]) < IPYKERNEL_MINIMUM:
+    raise ImportError(f"the grading sandbox needs ipykernel >= {'.'.join(map(str, IPYKERNEL_MINIMUM))} "
+                      f"(this environment has {ipykernel.__version__}): `make install`, or pip install -U ipykernel")
 
 READ_SIZE = 65536  # a pipe's default capacity
 DRAIN_BUDGET = 8 * 2**20  # bytes one drain reads at most: a background writer that never stops must not hold the cell

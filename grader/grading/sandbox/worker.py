@@ -130,7 +130,8 @@ class Worker:
 
     # -- the kernel ----------------------------------------------------------------------
     def start_kernel(self) -> None:
-        """Start the in-process kernel (once, before the first learner cell runs)."""
+        """Start the in-process kernel (once: ``run`` starts it before the grader's hello, so a kernel that cannot
+        start says why)."""
         import base64  # noqa: F401  everything this class imports later, imported before '' joins sys.path:
         import contextlib  # noqa: F401  a learner's inspect.py or traceback.py must not replace them
         import inspect  # noqa: F401
@@ -769,7 +770,14 @@ def run(config: dict) -> None:
     environment.setdefault("LOGNAME", isolation.USER)
     os.environ.clear()
     os.environ.update(environment)
-    worker = Worker(channel_in, channel_out, int(config["output_limit"]))
+    try:  # the kernel starts before the hello: if it cannot, the hello says why (an exit status would not)
+        worker = Worker(channel_in, channel_out, int(config["output_limit"]))
+        worker.start_kernel()
+    except Exception as error:  # noqa: BLE001 - no learner code has run yet: the grader's environment is at fault
+        # (an ipykernel too old for the sandbox's streams...): the instructor reads why
+        reason = f"its kernel could not start ({type(error).__name__}: {str(error)[:300]})"
+        channel_out.write((json.dumps({"op": "hello", "ok": False, "error": reason}) + "\n").encode())
+        os._exit(3)
     worker.send({"op": "hello", "ok": True, "isolation": report})
     worker.serve()
 
