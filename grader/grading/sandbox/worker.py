@@ -773,8 +773,8 @@ def run(config: dict) -> None:
     try:  # the kernel starts before the hello: if it cannot, the hello says why (an exit status would not)
         worker = Worker(channel_in, channel_out, int(config["output_limit"]))
         worker.start_kernel()
-    except Exception as error:  # noqa: BLE001 - no learner code has run yet: the grader's environment is at fault
-        # (an ipykernel too old for the sandbox's streams...): the instructor reads why
+    except Exception as error:  # noqa: BLE001 - before any learner cell: most likely the grader's environment (an
+        # ipykernel too old for the sandbox's streams...), and the instructor reads why; the notebook scores zero
         reason = f"its kernel could not start ({type(error).__name__}: {str(error)[:300]})"
         channel_out.write((json.dumps({"op": "hello", "ok": False, "error": reason}) + "\n").encode())
         os._exit(3)
