@@ -50,15 +50,28 @@ def canonical(value) -> bytes:
 INSTALLERS = {"pip", "setuptools", "wheel"}
 
 
-def environment() -> str:
-    """What executes a job besides the grader's code, as text: the Python (version, implementation,
-    platform) and every distribution installed in its site-packages, by name and version."""
-    import platform
-    import sys
+def package_folders() -> list[str]:
+    """Where this Python imports installed packages from: its site-packages, the user's (where Python reads it:
+    not in a venv; ``pip install --user`` there shadows the environment's) and every PYTHONPATH folder (which the
+    slots and sandboxes inherit)."""
+    import site
     import sysconfig
 
+    folders = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    folders += [f for f in os.environ.get("PYTHONPATH", "").split(os.pathsep) if f]
+    return list(dict.fromkeys(folders))
+
+
+def environment() -> str:
+    """What executes a job besides the grader's code, as text: the Python (version, implementation,
+    platform), PYTHONPATH, and every distribution installed in ``package_folders()``, by name and version."""
+    import platform
+    import sys
+
     names = set()
-    for folder in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
+    for folder in package_folders():
         try:
             # a dist-info folder's name holds its distribution's name and version (parsing every METADATA: 0.1 s)
             names.update(n for n in os.listdir(folder) if n.endswith((".dist-info", ".egg-info"))
@@ -67,7 +80,8 @@ def environment() -> str:
             pass
     python = f"{platform.python_implementation()} {'.'.join(map(str, sys.version_info[:3]))} " \
              f"{sys.platform} {platform.machine()}"
-    return "\n".join([python, *sorted(names)])
+    # a folder on PYTHONPATH may hold plain packages, with no dist-info to name them: its path counts too
+    return "\n".join([python, f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}", *sorted(names)])
 
 
 def grader_version(pinned: str = "") -> str:

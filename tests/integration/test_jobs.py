@@ -100,6 +100,37 @@ def test_the_grader_version_holds_the_environment(tmp_path, monkeypatch):
     assert _job(tmp_path / "b").key != base.key
 
 
+def test_packages_on_pythonpath_or_in_the_user_site_are_the_environment_too(tmp_path, monkeypatch):
+    """A numpy put first on PYTHONPATH (which slots and sandboxes inherit), or by `pip install --user` where Python
+    reads the user's site-packages (not in a venv), runs the jobs as surely as site-packages' own: a new one executes
+    every job again."""
+    import site
+
+    monkeypatch.setattr(jobs, "_VERSION_CACHE", {})
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", False)
+    before = jobs.grader_version("v1")
+    overlay = tmp_path / "overlay"
+    (overlay / "numpy-9.9.dist-info").mkdir(parents=True)
+    monkeypatch.setenv("PYTHONPATH", str(overlay))
+    monkeypatch.setattr(jobs, "_VERSION_CACHE", {})
+    assert "numpy-9.9.dist-info" in jobs.environment().splitlines()
+    with_overlay = jobs.grader_version("v1")
+    (overlay / "numpy-9.9.dist-info").rename(overlay / "numpy-9.10.dist-info")
+    monkeypatch.setattr(jobs, "_VERSION_CACHE", {})
+    assert len({before, with_overlay, jobs.grader_version("v1")}) == 3
+
+    user_site = tmp_path / "user-site"
+    (user_site / "torch-9.9.dist-info").mkdir(parents=True)
+    monkeypatch.delenv("PYTHONPATH")
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(user_site))
+    monkeypatch.setattr(jobs, "_VERSION_CACHE", {})
+    assert "torch-9.9.dist-info" not in jobs.environment()  # a venv's Python never reads it
+    monkeypatch.setattr(site, "ENABLE_USER_SITE", True)
+    assert "torch-9.9.dist-info" in jobs.environment().splitlines()
+    assert jobs.grader_version("v1") != before
+
+
 def test_a_result_is_accepted_only_for_its_own_job(tmp_path):
     ada, bob = _job(tmp_path, "ada"), _job(tmp_path, "bob", code="assert 1")
     good = _result(ada)
