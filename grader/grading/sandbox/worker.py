@@ -130,8 +130,8 @@ class Worker:
 
     # -- the kernel ----------------------------------------------------------------------
     def start_kernel(self) -> None:
-        """Start the in-process kernel (once: ``run`` starts it before the grader's hello, so a kernel that cannot
-        start says why)."""
+        """Start the in-process kernel, once: ``run`` does, before the grader's hello, so a kernel that cannot start
+        says why (and every request finds it started)."""
         import base64  # noqa: F401  everything this class imports later, imported before '' joins sys.path:
         import contextlib  # noqa: F401  a learner's inspect.py or traceback.py must not replace them
         import inspect  # noqa: F401
@@ -611,8 +611,6 @@ class Worker:
         """Run one cell as Jupyter would; reply with its outputs (and, as before, its streams and error)."""
         import traceback
 
-        if self.kernel is None:
-            self.start_kernel()
         self.outputs.start()
         failure = None
         self._known_not_a_module(source)
@@ -758,9 +756,7 @@ def run(config: dict) -> None:
     try:
         report = isolation.apply(config)
     except Exception as error:  # noqa: BLE001 - IsolationError, OSError from a mount...: never start unconfined
-        message = str(error) if isinstance(error, isolation.IsolationError) else f"{type(error).__name__}: {error}"
-        channel_out.write((json.dumps({"op": "hello", "ok": False, "error": message}) + "\n").encode())
-        os._exit(3)
+        _refuse(channel_out, str(error) if isinstance(error, isolation.IsolationError) else f"{type(error).__name__}: {error}")
     environment = dict(config["environment"])
     if report["mode"] in ("user", "userns"):  # the grader's paths mean nothing in here
         workdir = config.get("workdir")
@@ -775,11 +771,15 @@ def run(config: dict) -> None:
         worker.start_kernel()
     except Exception as error:  # noqa: BLE001 - before any learner cell: most likely the grader's environment (an
         # ipykernel too old for the sandbox's streams...), and the instructor reads why; the notebook scores zero
-        reason = f"its kernel could not start ({type(error).__name__}: {str(error)[:300]})"
-        channel_out.write((json.dumps({"op": "hello", "ok": False, "error": reason}) + "\n").encode())
-        os._exit(3)
+        _refuse(channel_out, f"its kernel could not start ({type(error).__name__}: {str(error)[:300]})")
     worker.send({"op": "hello", "ok": True, "isolation": report})
     worker.serve()
+
+
+def _refuse(channel_out, reason: str) -> None:
+    """Answer the grader's hello with why this sandbox cannot serve, and exit before any learner code runs."""
+    channel_out.write((json.dumps({"op": "hello", "ok": False, "error": reason}) + "\n").encode())
+    os._exit(3)
 
 
 if __name__ == "__main__":
