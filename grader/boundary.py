@@ -16,10 +16,6 @@ class SandboxError(Exception):
     """The sandbox died, hung, flooded its output or broke the protocol."""
 
 
-class DelegationError(Exception):
-    """A graded function handed its whole job to a library implementation of the same thing."""
-
-
 class LearnerException(Exception):
     """An exception raised by the learner's code, of a type that is not a builtin."""
 
@@ -74,9 +70,13 @@ class StreamSource:
 class RemoteFunction:
     """Base of a learner's function that runs elsewhere (the sandbox's proxy subclasses it).
 
-    ``call_measuring_memory`` returns (result, peak bytes the call allocated), measured
-    where the function really runs.
+    ``call_measuring_memory`` returns (result, peak bytes the call allocated), as reported from
+    where the function really runs: the learner's own process, so evidence, never proof.
+    ``note_evidence(check, seen)`` hands such a finding to the instructor's report instead of a verdict.
     """
 
     def call_measuring_memory(self, *args, **kwargs):
+        raise NotImplementedError
+
+    def note_evidence(self, check: str, seen: str) -> None:
         raise NotImplementedError

@@ -11,8 +11,11 @@ Each test gets a status (``grader.grading.results``): only ``passed``, set after
 ran the whole cell without an exception, earns points. A sandbox that cannot start, dies
 or runs out of time leaves every test it did not finish at ``not_run``. A failed test also
 records the catalogue ids of its diagnosis (``misconceptions``, see ``grader.catalogue``),
-taken only from the trusted check's own ``CheckFailed`` (or "common.delegation" for a
-library norm called in the learner's place), never from anything the learner's code made.
+taken only from the trusted check's own ``CheckFailed``, never from anything the learner's code made.
+
+What the grader sees but cannot prove, because only the learner's own process could report it (its peak
+memory, the library norms it called while graded), never changes a status: it is recorded as ``flags``
+(test, check, what was seen) for the instructor's report (``grader.grading.report``).
 """
 from __future__ import annotations
 
@@ -28,9 +31,9 @@ from grader.catalogue import ID_PATTERN
 from grader.compare import CheckFailed
 from grader.grading.results import (MAX_MISCONCEPTIONS, PASSED, SCHEMA_VERSION, bytes_digest, cell_digest, file_digest,
                                    notebook_digest)
-from grader.grading.sandbox.client import DelegationError, Limits, Sandbox, SandboxError
+from grader.grading.sandbox.client import Limits, Sandbox, SandboxError
 
-DELEGATION = "common.delegation"
+MAX_FLAGS = 50  # per notebook
 
 
 def trusted_test_cells(source_nb) -> dict[str, str]:
@@ -73,10 +76,8 @@ def error_output(ename: str, evalue: str, traceback_text: str | None = None) -> 
 
 def misconceptions_of(error: BaseException) -> list[str]:
     """The catalogue ids a failed test's exception names: a check's ``CheckFailed`` (raised in
-    this process; the learner's own exceptions arrive rebuilt as builtins, never as one), or a
-    delegation verdict. Malformed ids are dropped; at most ``MAX_MISCONCEPTIONS``."""
-    if isinstance(error, DelegationError):
-        return [DELEGATION]
+    this process; the learner's own exceptions arrive rebuilt as builtins, never as one).
+    Malformed ids are dropped; at most ``MAX_MISCONCEPTIONS``."""
     if not isinstance(error, CheckFailed):
         return []
     ids = getattr(error, "misconceptions", ())
@@ -210,6 +211,7 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
                 if claims_test:
                     outputs, passed, misconceptions = run_test_cell(cell.source, base, sandbox,
                                                                     limits.output_characters)
+                    _take_flags(result, grade_id, sandbox)
                     result["cells"][key] = outputs
                     result["tests"][grade_id] = {"status": PASSED if passed else "failed",
                                                  "message": "" if passed else "the test failed"}
@@ -226,3 +228,13 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
                     result["tests"][grade_id] = {"status": "not_run", "message": str(error)}
     result["complete"] = stopped is None  # every cell ran to its end: a result worth caching (grader.grading.jobs)
     return result
+
+
+def _take_flags(result: dict, grade_id: str, sandbox: Sandbox) -> None:
+    """Move what the sandbox noted during one test cell (``Sandbox.note_evidence``) into the result's flags."""
+    evidence, sandbox.evidence = list(getattr(sandbox, "evidence", []) or []), []
+    flags = result.setdefault("flags", [])
+    for entry in evidence:
+        if len(flags) < MAX_FLAGS:
+            flags.append({"test": grade_id, "check": str(entry.get("check", ""))[:40],
+                          "seen": str(entry.get("seen", ""))[:500]})

@@ -373,6 +373,11 @@ def analyse(assignment: str, results_by_student: dict, skipped_results: Counter,
         "attempts_problem": logs_problem,
         "skipped_notebooks": dict(sorted(skipped_logs.items())),
     }
+    # what the grader saw but could not prove: named per learner (the instructor decides; no points hang on it)
+    document["flags"] = [{"learner": student, "notebook": notebook, "test": flag["test"], "check": flag["check"],
+                          "seen": flag["seen"]}
+                         for student in students for notebook, result in sorted(results_by_student[student].items())
+                         for flag in result.get("flags", [])]
     if identify:
         document["by_learner"] = {s: {"misconceptions": sorted(learner_ids[s]),
                                       "failed": sorted(t for r in results_by_student[s].values()
@@ -562,6 +567,21 @@ def render_html(document: dict, images: dict) -> str:
             parts.append("<p class=\"muted\">Skipped: " + ", ".join(f"{e(k)}: {e(v)}"
                                                                       for k, v in d["skipped_notebooks"].items())
                          + ".</p>")
+    parts.append("<h2>Flags: seen, not proven</h2>")
+    if d.get("flags"):
+        parts.append("<p>What the grader saw while it called these learners' functions, but cannot prove: it was "
+                     "reported by, or measured in, the learner's own process, which the learner's code controls. "
+                     "No points depend on it; look at the notebook and decide (docs/instructors.md, "
+                     "<i>What the grader proves</i>).</p>")
+        parts.append("<table><tr><th>learner</th><th>notebook</th><th>test</th><th>check</th><th>seen</th></tr>")
+        for row in d["flags"]:
+            parts.append(f"<tr><td>{e(row['learner'])}</td><td>{e(row['notebook'])}</td>"
+                         f"<td><code>{e(row['test'])}</code></td><td>{e(row['check'])}</td>"
+                         f"<td class=\"note\">{e(row['seen'])}</td></tr>")
+        parts.append("</table>")
+    else:
+        parts.append("<p>None: no library norm was seen called by a graded function, and no memory measurement "
+                     "went over its budget.</p>")
     if d.get("by_learner") is not None:
         parts.append("<h2>Per learner</h2><table><tr><th>learner</th><th>misconceptions</th><th>failed tests</th></tr>")
         for student, row in d["by_learner"].items():

@@ -46,6 +46,11 @@ SCHEMA = {
                            "misconceptions": {"type": "array", "maxItems": MAX_MISCONCEPTIONS, "items": {
                                "type": "string", "maxLength": 100, "pattern": ID_PATTERN.pattern}}}}},
         "notes": {"type": "array", "items": _TEXT},
+        # what the grader saw but cannot prove (grader.grading.execute): evidence for the report, never points
+        "flags": {"type": "array", "maxItems": 50, "items": {
+            "type": "object", "required": ["test", "check", "seen"], "additionalProperties": False,
+            "properties": {"test": {"type": "string", "maxLength": 200}, "check": {"type": "string", "maxLength": 40},
+                           "seen": {"type": "string", "maxLength": 500}}}},
         "isolation": {"type": ["object", "null"]},
         "complete": {"type": "boolean"},  # no sandbox failure or limit stopped the run (grader.grading.jobs.cacheable)
         # the job that produced it (grader.grading.jobs.Job.identity): a result is accepted only for that job

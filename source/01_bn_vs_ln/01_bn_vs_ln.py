@@ -135,8 +135,10 @@ for kind, name in [("batch", "BatchNorm"), ("layer", "LayerNorm")]:
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
-# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
-# that exercise. Comparing with them in other cells is fine.
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, skips the exercise.
+# The class grader cannot prove what your code called (it runs in your own process, which your code
+# controls), so no points depend on it: it lists what it saw for your instructor, who decides.
+# Comparing with them in other cells is fine.
 #
 # *Hint:* reduce with `axis=-1, keepdims=True`, so the statistics have shape `(..., 1)` and
 # broadcast against `x`.

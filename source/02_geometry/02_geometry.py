@@ -134,9 +134,11 @@ for eps in (0.0, 1e-5):
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
-# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
-# that exercise. numpy's linear algebra (`np.linalg`) is yours to use. The `norm` handed to
-# `invariance_gap` (Exercise 2) is yours to call, and comparing with the library in other cells is fine.
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, skips the exercise.
+# The class grader cannot prove what your code called (it runs in your own process, which your code
+# controls), so no points depend on it: it lists what it saw for your instructor, who decides.
+# numpy's linear algebra (`np.linalg`) is yours to use. The `norm` handed to `invariance_gap`
+# (Exercise 2) is yours to call, and comparing with the library in other cells is fine.
 #
 # **Stuck?** Run `hint("complement_projection")` in a new cell: each call gives one more step
 # (the idea, what your last failed check points at, the shape of the code). `progress()`

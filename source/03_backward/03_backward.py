@@ -274,8 +274,10 @@ print(f"with eps = 1e-5: the smallest nonzero singular value times s is "
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
-# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
-# that exercise. Comparing with them in other cells is fine.
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, skips the exercise.
+# The class grader cannot prove what your code called (it runs in your own process, which your code
+# controls), so no points depend on it: it lists what it saw for your instructor, who decides.
+# Comparing with them in other cells is fine.
 #
 # *Hint:* your step-2 expression names three $d\times d$ terms; numpy has a one-call constructor for
 # each kind of matrix they are (an identity, a constant matrix, an outer product).
@@ -376,6 +378,8 @@ check_vjp_expression(my_vjp, norm="layer")
 # a tiny variance or a large offset. The hidden tests also run it at $d=4096$ and measure its peak memory
 # (numpy and torch allocations together): it must stay under 64 vectors of $d$ float64, 2 MiB, where a
 # single $4096\times4096$ matrix is 128 MiB. The cell after the checks runs that memory check for you.
+# Here a peak over it fails the check. The class grader can only measure it inside your own process,
+# which proves nothing, so there a peak over it costs no points: it is listed for your instructor.
 #
 # **Stuck?** Run `hint("layer_norm_vjp")` in a new cell: each call gives one more step
 # (the idea, what your last failed check points at, the shape of the code).

@@ -110,8 +110,10 @@ print("LayerNorm x_hat =", x_hat_ln, f"  sum = {x_hat_ln.sum():.1e}  sum of squa
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
-# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
-# that exercise. Comparing with them in other cells is fine.
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, skips the exercise.
+# The class grader cannot prove what your code called (it runs in your own process, which your code
+# controls), so no points depend on it: it lists what it saw for your instructor, who decides.
+# Comparing with them in other cells is fine.
 #
 # **Stuck?** Run `hint("rms_norm")` in a new cell: each call gives one more step
 # (the idea, what your last failed check points at, the shape of the code). `progress()`
@@ -530,7 +532,7 @@ for key, label in labels.items():
 # input, and one whose statistics went through bfloat16 misses on a large share of the entries. The inputs are
 # tokens of $d$ from 64 to 4096 with RMS from $10^{-6}$ to 10 (so $\epsilon$ matters on the smallest), a
 # per-token offset, a gain with negative entries, and $\epsilon$ from $10^{-6}$ to $10^{-4}$. As in the other
-# exercises, `F.rms_norm` and `nn.RMSNorm` earn no credit here.
+# exercises, a call of `F.rms_norm` or `nn.RMSNorm` here is listed for your instructor.
 #
 # **Stuck?** `hint("rms_norm_bf16")`.
 

@@ -122,9 +122,11 @@ QUICK = quick_run()  # True under nbgrader: demo cells do the least work and fig
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
-# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
-# that exercise. The `F` and `norm` you are given are yours to call, and comparing with the library in
-# other cells is fine.
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, skips the exercise.
+# The class grader cannot prove what your code called (it runs in your own process, which your code
+# controls), so no points depend on it: it lists what it saw for your instructor, who decides.
+# The `F` and `norm` you are given are yours to call, and comparing with the library in other cells
+# is fine.
 #
 # **Stuck?** Run `hint("residual_sublayer")` in a new cell: each call gives one more step
 # (the idea, what your last failed check points at, the shape of the code). `progress()`

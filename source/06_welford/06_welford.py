@@ -403,7 +403,9 @@ check_m2_update(my_m2_update)
 # only `for xi in x`, `len(x)`, `x[i]` and slices `x[a:b]`, like data arriving from a sensor.
 # It reports a second pass over the data, any whole-array operation (`np.asarray(x)`,
 # `np.mean(x)`, `x.sum()`, `x - m`), and memory that grows with the data (a list of the
-# elements kept for later).
+# elements kept for later). The stream counts its reads itself, so a second pass costs points under the
+# class grader too; memory is measured inside your own process, which proves nothing, so there it costs
+# no points and is listed for your instructor.
 #
 # What the grader runs besides the checks you see: normal data at offsets $-10^8$ (5000
 # values), $10^{10}$ (500 values) and $10^6$ with a spread of only $10^{-3}$; one element
@@ -414,8 +416,10 @@ check_m2_update(my_m2_update)
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
-# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, earns no credit for
-# that exercise. Comparing with them in other cells is fine.
+# `torch.nn` module), or a helper from the course's `grader` or `normlab` packages, skips the exercise.
+# The class grader cannot prove what your code called (it runs in your own process, which your code
+# controls), so no points depend on it: it lists what it saw for your instructor, who decides.
+# Comparing with them in other cells is fine.
 #
 # *Hint:* three variables and one loop; convert at the end with `float(...)`.
 #

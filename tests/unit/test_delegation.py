@@ -1,11 +1,13 @@
-"""A graded function that hands its whole job to a library implementation is reported, not credited.
+"""A graded function that hands its whole job to a library implementation is reported, as evidence.
 
 While the grader calls a learner function, the sandbox's tripwires record which library
 implementations of the exercises it called (torch's layer_norm, rms_norm, batch_norm,
 group_norm, instance_norm, var_mean and their nn modules; anything of the course's own
 ``grader`` and ``normlab`` packages); the "call" reply carries them as ``"delegated"``.
 Notebook cells (demos comparing with torch) are never recorded, and no correct
-implementation (tests/implementations, the solutions in source/) trips a wire.
+implementation (tests/implementations, the solutions in source/) trips a wire. The reply comes from
+the learner's own process, so the grader takes it as evidence for the instructor's report, never as
+a verdict (tests/integration/test_forged_verdicts.py).
 """
 import inspect
 
@@ -14,7 +16,6 @@ import pytest
 
 from grader.course.build import SOLUTION_MARKER, script_to_notebook
 from grader.checks import backward, bn_vs_ln, geometry, placement, rmsnorm, welford
-from grader.grading.sandbox import client
 from grader.grading.sandbox.client import Sandbox
 from tests.conftest import ASSIGNMENTS, ROOT
 from tests.implementations import backward as backward_impl
@@ -149,15 +150,17 @@ def test_reloading_or_reimporting_a_module_keeps_its_wires(box):
     assert call(box, "graded_too", X)["delegated"] == ["grader.oracles.layer_norm"]
 
 
-def test_the_grader_side_turns_a_delegation_into_a_failed_check(box):
-    """The trusted side's proxy raises; the check (and its message) never sees a value."""
-    if not hasattr(client, "DelegationError"):
-        pytest.skip("the trusted side does not report delegation yet")
+def test_the_grader_side_turns_a_delegation_into_evidence_not_a_verdict(box):
+    """What the learner's process reports about itself cannot be proven: the check decides on the values alone
+    (a delegating layernorm passes), and the sandbox keeps what it saw for the instructor's report."""
     define(box, "def layernorm(x, gamma, beta, eps=1e-5):\n"
                 "    return F.layer_norm(torch.from_numpy(x), (x.shape[-1],), torch.from_numpy(gamma), "
                 "torch.from_numpy(beta), eps).numpy()\n")
-    with pytest.raises(client.DelegationError, match="layernorm calls torch.nn.functional.layer_norm"):
-        bn_vs_ln.check_layernorm(box.lookup("layernorm"))
+    box.evidence.clear()
+    bn_vs_ln.check_layernorm(box.lookup("layernorm"))
+    assert {"check": "delegation",
+            "seen": "layernorm called torch.nn.functional.layer_norm while the grader called it"} in box.evidence
+    box.evidence.clear()
 
 
 # -- no correct implementation trips a wire --------------------------------------------------------------------

@@ -22,8 +22,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.boundary import DelegationError, RemoteFunction, SandboxError, learner_exception
+import numpy as np
+
+from grader.boundary import RemoteFunction, SandboxError, learner_exception
 from grader.grading.sandbox import protocol
+from grader.grading.sandbox.shared_args import ArgumentsTooLarge, SharedArgs
 from grader.grading.startup import FACTORY_FOLDER_PREFIX, TORCH_CACHE_VARIABLE
 
 
@@ -147,10 +150,18 @@ class Sandbox:
                   "environment": sandbox_environment(str(self.workdir)), "output_limit": self.limits.output_characters,
                   "hidden": [str(p) for p in hidden]}
         self.zygote = zygote or default_zygote()
+        self.evidence: list[dict] = []  # what the grader saw but cannot prove (``note_evidence``)
         try:
-            self.pid, self.to_child, self.from_child = self.zygote.spawn(config, str(self.workdir))
+            self.shared = SharedArgs()
+        except OSError as error:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            raise SandboxError(f"no memory could be shared with the sandbox ({type(error).__name__})") from None
+        config["shared_size"] = self.shared.size
+        try:
+            self.pid, self.to_child, self.from_child = self.zygote.spawn(config, str(self.workdir), self.shared.fd)
         except (OSError, ValueError, KeyError) as error:
             shutil.rmtree(self.workdir, ignore_errors=True)
+            self.shared.close()
             raise SandboxError(f"the sandbox zygote failed ({type(error).__name__})") from None
         self.exit_code = None
         self.closed = False
@@ -201,6 +212,7 @@ class Sandbox:
                 os.close(fd)
             except OSError:
                 pass
+        self.shared.close()
         try:
             from grader.grading.sandbox.isolation import remove_tree
 
@@ -351,31 +363,69 @@ class Sandbox:
         raise KeyError(name)
 
     def call(self, name: str, args: tuple, kwargs: dict, measure_memory: bool = False):
-        message = {"op": "call", "name": name, "args": [self.encode(a) for a in args],
-                   "kwargs": [[k, self.encode(v)] for k, v in kwargs.items()], "measure_memory": measure_memory}
-        reply = self.request(message)
+        """Call the learner's ``name``; array arguments travel through the shared memory, so that what the call
+        did to them is read here (``SharedArgs``), and mirrored into ``args``/``kwargs``."""
+        positions = [(i, a) for i, a in enumerate(args) if _shareable(a)]
+        names = [(k, v) for k, v in kwargs.items() if _shareable(v)]
+        try:
+            placed = self.shared.place([a for _, a in positions] + [v for _, v in names])
+        except ArgumentsTooLarge as error:
+            raise SandboxError(f"the grader could not hand the arguments over ({error})") from None
+        shared_args = {i: placed[n] for n, (i, _) in enumerate(positions)}
+        shared_kwargs = {k: placed[len(positions) + n] for n, (k, _) in enumerate(names)}
+
+        def encoded(value, slot):
+            return protocol.shared(slot[0], slot[1].dtype, slot[1].shape) if slot else self.encode(value)
+
+        message = {"op": "call", "name": name, "args": [encoded(a, shared_args.get(i)) for i, a in enumerate(args)],
+                   "kwargs": [[k, encoded(v, shared_kwargs.get(k))] for k, v in kwargs.items()],
+                   "measure_memory": measure_memory}
+        try:
+            reply = self.request(message)
+        finally:
+            if not self.closed:
+                self._mirror(args, shared_args)
+                self._mirror(kwargs, shared_kwargs)
         stdout = _text(reply.get("stdout", ""), self.limits.output_characters)
         if stdout:
             print(stdout, end="" if stdout.endswith("\n") else "\n")
+        delegated = reply.get("delegated")
+        if type(delegated) is list and delegated:
+            names_seen = ", ".join(_text(n, 100) for n in delegated[:5])
+            # what a process ran cannot be proven from its own report: evidence for the instructor, no verdict
+            self.note_evidence("delegation", f"{name} called {names_seen} while the grader called it")
         if reply["op"] == "raise":
             self.last_call = CallRecord(stdout=stdout, traceback=_text(reply.get("traceback", ""), 8000))
             raise learner_exception(_text(reply.get("type", "Exception"), 100), _text(reply.get("message", ""), 4000))
         if reply["op"] != "return":
             raise SandboxError("unexpected reply to a call")
-        delegated = reply.get("delegated")
-        if type(delegated) is list and delegated:
-            names = ", ".join(_text(n, 100) for n in delegated[:5])
-            raise DelegationError(f"{name} calls {names}: this exercise asks you to compute it yourself, "
-                                  "so it earns no credit")
         value = self.decode(reply.get("value"))
         peak = reply.get("peak")
-        self.last_call = CallRecord(stdout=stdout, peak_bytes=int(peak) if isinstance(peak, int) else None)
-        for index, data in reply.get("mutated", []):
-            original = args[int(index)]
-            updated = self.decode(data)
-            if hasattr(original, "shape") and getattr(updated, "shape", None) == original.shape:
-                original[...] = updated  # the learner changed its input in place: mirror it
+        self.last_call = CallRecord(stdout=stdout, peak_bytes=int(peak) if type(peak) is int and peak >= 0 else None)
         return value
+
+    def _mirror(self, arguments, slots: dict) -> None:
+        """Copy into the caller's arrays what the learner's call wrote into their shared copies."""
+        for where, (offset, sent) in slots.items():
+            updated = self.shared.read_back(offset, sent)
+            if updated is None or np.array_equal(updated, sent, equal_nan=True):
+                continue
+            try:
+                arguments[where][...] = updated  # the learner changed its input in place: the check sees it
+            except (ValueError, TypeError):  # a read-only argument: the check compares its own copies
+                pass
+
+    def note_evidence(self, check: str, seen: str) -> None:
+        """Something the grader saw but cannot prove (the sandbox reported it, or measured it itself): no points
+        depend on it; it reaches the instructor's report as a flag (``grader.grading.report``)."""
+        if len(self.evidence) < 50:
+            entry = {"check": _text(check, 40), "seen": _text(seen, 500)}
+            if entry not in self.evidence:
+                self.evidence.append(entry)
+
+
+def _shareable(value) -> bool:
+    return type(value) is np.ndarray and value.dtype.str in protocol.ALLOWED_DTYPES
 
 
 class LearnerFunction(RemoteFunction):
@@ -389,9 +439,12 @@ class LearnerFunction(RemoteFunction):
         return self._sandbox.call(self.__name__, args, kwargs)
 
     def call_measuring_memory(self, *args, **kwargs):
-        """(result, peak bytes allocated during the call, measured by tracemalloc over there)."""
+        """(result, peak bytes allocated during the call, as the sandbox reports it: evidence, not proof)."""
         value = self._sandbox.call(self.__name__, args, kwargs, measure_memory=True)
         return value, self._sandbox.last_call.peak_bytes
+
+    def note_evidence(self, check: str, seen: str) -> None:
+        self._sandbox.note_evidence(check, seen)
 
     def __repr__(self):
         return f"<learner function {self.__name__}>"
@@ -508,13 +561,14 @@ class Zygote:
             raise SandboxError("the sandbox zygote died")
         return json.loads(line)
 
-    def spawn(self, config: dict, cwd: str) -> tuple[int, int, int]:
-        """Fork a sandbox; returns (pid, fd to write to it, fd to read from it)."""
+    def spawn(self, config: dict, cwd: str, shared_fd: int) -> tuple[int, int, int]:
+        """Fork a sandbox that maps ``shared_fd`` (``SharedArgs``); returns (pid, fd to write to it, fd to read
+        from it)."""
         self.wait_ready()
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         request = json.dumps({"op": "fork", "config": config, "cwd": cwd}).encode()
-        socket.send_fds(self.control, [request], [to_child_r, from_child_w])
+        socket.send_fds(self.control, [request], [to_child_r, from_child_w, shared_fd])
         os.close(to_child_r)
         os.close(from_child_w)
         return int(self._reply()["pid"]), to_child_w, from_child_r

@@ -10,13 +10,25 @@ is served, and counted, by the grader (``grader.grading.sandbox.stream``).
 """
 from __future__ import annotations
 
-import base64
-import json
-import math
+# Every name this module uses is bound here, at import (before any learner code runs in a sandbox): a
+# notebook that replaces json.dumps, base64's functions or a builtin for its own purposes (an honest
+# `json.dumps = functools.partial(json.dumps, indent=1)`) must not change what goes over the channel.
+from binascii import a2b_base64, b2a_base64
+from builtins import (bool, callable, dict, float, getattr, int, isinstance, len, list, str, tuple, type,
+                      ValueError, UnicodeDecodeError, Exception)
+from json import JSONDecoder, JSONEncoder
+from math import isfinite
+from re import compile as _compile
 
 import numpy as np
 
 from grader.boundary import StreamSource, Unsupported
+
+_ENCODE = JSONEncoder(allow_nan=True, separators=(",", ":")).encode
+_DECODE = JSONDecoder().decode
+_BASE64 = _compile(r"[A-Za-z0-9+/]*={0,2}").fullmatch
+_NDARRAY, _GENERIC, _ARRAY, _FROMBUFFER, _DTYPE, _ASARRAY = (np.ndarray, np.generic, np.array, np.frombuffer, np.dtype,
+                                                             np.asarray)
 
 # Plain numeric dtypes only: no object arrays, no structured or datetime dtypes.
 ALLOWED_DTYPES = {
@@ -34,17 +46,8 @@ class ProtocolError(Exception):
 
 
 
-class Handle:
-    """A callable that lives on the other side, referenced by number."""
-
-    def __init__(self, number: int, name: str = "function"):
-        self.number, self.name = number, name
-
-
-
-
 def _float(value: float):
-    return value if math.isfinite(value) else repr(value)
+    return value if isfinite(value) else float.__repr__(value)
 
 
 def encode(value, register_callable=None, depth: int = 0):
@@ -65,11 +68,11 @@ def encode(value, register_callable=None, depth: int = 0):
         return {"t": type(value).__name__, "v": [encode(v, register_callable, depth + 1) for v in value]}
     if type(value) is dict and all(type(k) is str for k in value):
         return {"t": "dict", "v": [[k, encode(v, register_callable, depth + 1)] for k, v in value.items()]}
-    if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype.str in ALLOWED_DTYPES:
-        array = np.array(value, copy=True, order="C")  # keeps 0-d shapes (ascontiguousarray would not)
-        kind = "ndarray" if type(value) is np.ndarray else ("ndarray_subclass" if isinstance(value, np.ndarray) else "scalar")
+    if isinstance(value, (_NDARRAY, _GENERIC)) and _ASARRAY(value).dtype.str in ALLOWED_DTYPES:
+        array = _ARRAY(value, copy=True, order="C")  # keeps 0-d shapes (ascontiguousarray would not)
+        kind = "ndarray" if type(value) is _NDARRAY else ("ndarray_subclass" if isinstance(value, _NDARRAY) else "scalar")
         return {"t": kind, "type": type(value).__module__ + "." + type(value).__qualname__, "dtype": array.dtype.str,
-                "shape": list(array.shape), "b64": base64.b64encode(array.tobytes()).decode("ascii")}
+                "shape": list(array.shape), "b64": b2a_base64(array.tobytes(), newline=False).decode("ascii")}
     if isinstance(value, StreamSource) and register_callable is not None:
         return {"t": "stream", "id": register_callable(value.stream_request), "len": len(value),
                 "dtype": np.dtype(value.dtype).str}
@@ -78,11 +81,17 @@ def encode(value, register_callable=None, depth: int = 0):
     return {"t": "unsupported", "type": type(value).__module__ + "." + type(value).__qualname__}
 
 
-def decode(data, make_handle=None, depth: int = 0, make_stream=None):
+def shared(offset: int, dtype, shape: tuple) -> dict:
+    """An argument array the grader wrote into the memory it shares with the sandbox (``SharedArgs``)."""
+    return {"t": "shared", "offset": offset, "dtype": _DTYPE(dtype).str, "shape": list(shape)}
+
+
+def decode(data, make_handle=None, depth: int = 0, make_stream=None, make_shared=None):
     """The value ``encode`` described, rebuilt from scratch; raises ProtocolError if malformed.
 
-    ``make_stream(handle, length, dtype)`` builds the proxy for a stream; without it (the
-    grader's side) a stream is malformed.
+    ``make_stream(handle, length, dtype)`` builds the proxy for a stream, and
+    ``make_shared(offset, dtype, shape)`` the array over shared memory; without them (the
+    grader's side) a stream or a shared array is malformed.
     """
     if depth > MAX_DEPTH or type(data) is not dict or "t" not in data:
         raise ProtocolError("malformed value")
@@ -102,17 +111,17 @@ def decode(data, make_handle=None, depth: int = 0, make_stream=None):
         if tag == "str":
             return str(data["v"])
         if tag in ("tuple", "list"):
-            items = [decode(v, make_handle, depth + 1, make_stream) for v in data["v"]]
+            items = [decode(v, make_handle, depth + 1, make_stream, make_shared) for v in data["v"]]
             return tuple(items) if tag == "tuple" else items
         if tag == "dict":
-            return {str(k): decode(v, make_handle, depth + 1, make_stream) for k, v in data["v"]}
+            return {str(k): decode(v, make_handle, depth + 1, make_stream, make_shared) for k, v in data["v"]}
         if tag in ("ndarray", "ndarray_subclass", "scalar"):
             dtype = ALLOWED_DTYPES.get(str(data["dtype"]))
             if dtype is None:
                 raise ProtocolError(f"dtype {data['dtype']!r} not allowed")
             shape = tuple(int(n) for n in data["shape"])
-            raw = base64.b64decode(str(data["b64"]), validate=True)
-            array = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+            raw = _b64decode(str(data["b64"]))
+            array = _FROMBUFFER(raw, dtype=dtype).reshape(shape).copy()
             if tag == "ndarray":
                 return array
             if tag == "scalar":
@@ -129,6 +138,13 @@ def decode(data, make_handle=None, depth: int = 0, make_stream=None):
             if dtype is None:
                 raise ProtocolError(f"dtype {data['dtype']!r} not allowed")
             return make_stream(make_handle(int(data["id"]), "stream"), int(data["len"]), dtype)
+        if tag == "shared" and depth == 0:
+            if make_shared is None:
+                raise ProtocolError("unexpected shared array")
+            dtype = ALLOWED_DTYPES.get(str(data["dtype"]))
+            if dtype is None:
+                raise ProtocolError(f"dtype {data['dtype']!r} not allowed")
+            return make_shared(int(data["offset"]), dtype, tuple(int(n) for n in data["shape"]))
         if tag == "unsupported":
             return Unsupported(str(data.get("type", "unknown"))[:200])
     except ProtocolError:
@@ -138,13 +154,20 @@ def decode(data, make_handle=None, depth: int = 0, make_stream=None):
     raise ProtocolError(f"unknown tag {tag!r}")
 
 
+def _b64decode(text: str) -> bytes:
+    """base64.b64decode(text, validate=True), from the names bound at import."""
+    if len(text) % 4 or _BASE64(text) is None:
+        raise ValueError("not base64")
+    return a2b_base64(text)
+
+
 def dumps(message: dict) -> bytes:
-    return (json.dumps(message, allow_nan=True, separators=(",", ":")) + "\n").encode()
+    return (_ENCODE(message) + "\n").encode()
 
 
 def loads(line: bytes) -> dict:
     try:
-        message = json.loads(line.decode("utf-8"))
+        message = _DECODE(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise ProtocolError("not a JSON message") from None
     if type(message) is not dict or type(message.get("op")) is not str:

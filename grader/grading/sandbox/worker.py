@@ -12,6 +12,11 @@ import json
 import os
 import sys
 
+# Bound at import, before any learner code: a notebook that replaces json.dumps/loads for its own
+# purposes does not change how the worker reads its outputs.
+_JSON_DUMPS = json.JSONEncoder(default=repr, allow_nan=False).encode
+_JSON_LOADS = json.JSONDecoder().decode
+
 
 def _take_channel():
     """Keep the pipes to the grader on private descriptors; point fds 0-2 at /dev/null."""
@@ -78,7 +83,7 @@ class Worker:
     TRIPWIRE_PACKAGES = ("grader", "normlab")  # every function and method the course's own packages define,
     TRIPWIRE_SPARED = ("grader.grading.sandbox",)  # except the sandbox's own machinery (protocol, streams)
 
-    def __init__(self, channel_in, channel_out, output_limit: int, rich_limit: int | None = None):
+    def __init__(self, channel_in, channel_out, output_limit: int, rich_limit: int | None = None, shared=None):
         import gc
 
         # What the zygote imported stays alive for good: leave it out of garbage collections, which
@@ -89,6 +94,7 @@ class Worker:
         self.protocol = protocol
         self.channel_in, self.channel_out = channel_in, channel_out
         self.output_limit = output_limit
+        self.shared = shared  # grader.grading.sandbox.shared_args.SharedView: the calls' array arguments
         self.kernel = self.shell = None
         self.outputs = Worker.Outputs(output_limit, rich_limit or self.RICH_LIMIT, self.MAX_OUTPUTS)
         self.tripwires = Worker.Tripwires(self.TRIPWIRE_FUNCTIONS, self.TRIPWIRE_MODULES, self.TRIPWIRE_PACKAGES,
@@ -111,7 +117,8 @@ class Worker:
     def decode(self, data):
         from grader.grading.sandbox.stream import StreamProxy
 
-        return self.protocol.decode(data, make_handle=self.callback_stub, make_stream=StreamProxy)
+        return self.protocol.decode(data, make_handle=self.callback_stub, make_stream=StreamProxy,
+                                    make_shared=self.shared.array if self.shared is not None else None)
 
     def callback_stub(self, number: int, name: str):
         """A local function that asks the grader to run its callable number ``number``."""
@@ -371,7 +378,6 @@ class Worker:
 
         def _bundle(self, content: dict) -> tuple[dict, dict]:
             import base64
-            import json
 
             data = {}
             items = content.get("data") if type(content.get("data")) is dict else {}
@@ -386,7 +392,7 @@ class Worker:
                     continue
                 if type(value) is not str:  # JSON data (application/json, widget views)
                     try:
-                        text = json.dumps(value, default=repr, allow_nan=False)
+                        text = _JSON_DUMPS(value)
                     except (TypeError, ValueError, RecursionError):
                         continue
                     size = len(text)
@@ -395,12 +401,12 @@ class Worker:
                 if size > self.rich_limit - self.rich_used:
                     continue  # dropped whole
                 self.rich_used += size
-                data[mime] = value if type(value) is str else json.loads(text)
+                data[mime] = value if type(value) is str else _JSON_LOADS(text)
             metadata = {}
             if type(content.get("metadata")) is dict:
                 try:
-                    text = json.dumps(content["metadata"], default=repr, allow_nan=False)
-                    metadata = json.loads(text) if len(text) <= min(self.text_limit, 10_000) else {}
+                    text = _JSON_DUMPS(content["metadata"])
+                    metadata = _JSON_LOADS(text) if len(text) <= min(self.text_limit, 10_000) else {}
                 except (TypeError, ValueError, RecursionError):
                     metadata = {}
             return data, metadata
@@ -677,18 +683,19 @@ class Worker:
         return {"op": "described", "kind": "value", "value": self.encode(value)}
 
     def call(self, message: dict) -> dict:
-        """Call a learner function; the reply says which library implementations it called ("delegated")."""
+        """Call a learner function; the reply says which library implementations it called ("delegated").
+
+        Array arguments lie in the memory the grader shares (``SharedView``): what the call does to them
+        the grader reads there itself. The "delegated" names and the memory peak come from this process,
+        which the learner's code controls: the grader treats them as evidence, never as a verdict."""
         import contextlib
         import traceback
-
-        import numpy as np
 
         from grader.compare import measuring_memory
 
         function = self.namespace().get(message["name"])
         args = [self.decode(a) for a in message["args"]]
         kwargs = {str(k): self.decode(v) for k, v in message["kwargs"]}
-        before = [a.copy() if type(a) is np.ndarray else None for a in args]
         out, err = self.capture()
         measure = bool(message.get("measure_memory"))
         peak, delegated = None, []
@@ -709,9 +716,7 @@ class Worker:
                 return {"op": "raise", "type": type(exc).__name__, "message": self.safe_str(exc)[:4000],
                         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:],
                         "stdout": out.value(), "delegated": delegated}
-        mutated = [[i, self.encode(a)] for i, (a, b) in enumerate(zip(args, before))
-                   if b is not None and not (a.shape == b.shape and np.array_equal(a, b, equal_nan=True))]
-        return {"op": "return", "value": self.encode(value), "stdout": out.value(), "peak": peak, "mutated": mutated,
+        return {"op": "return", "value": self.encode(value), "stdout": out.value(), "peak": peak,
                 "delegated": delegated}
 
     def serve(self) -> None:
@@ -767,7 +772,12 @@ def run(config: dict) -> None:
     os.environ.clear()
     os.environ.update(environment)
     try:  # the kernel starts before the hello: if it cannot, the hello says why (an exit status would not)
-        worker = Worker(channel_in, channel_out, int(config["output_limit"]))
+        shared = None
+        if config.get("shared_fd") is not None:  # the memory the grader shares for the calls' array arguments
+            from grader.grading.sandbox.shared_args import SharedView
+
+            shared = SharedView(int(config["shared_fd"]), int(config["shared_size"]))
+        worker = Worker(channel_in, channel_out, int(config["output_limit"]), shared=shared)
         worker.start_kernel()
     except Exception as error:  # noqa: BLE001 - before any learner cell: most likely the grader's environment (an
         # ipykernel too old for the sandbox's streams...), and the instructor reads why; the notebook scores zero

@@ -177,6 +177,8 @@ def fork_sandbox(request: dict, fds: list[int], control: socket.socket) -> int:
             control.close()
             os.dup2(fds[0], 0)
             os.dup2(fds[1], 1)
+            if len(fds) > 2:  # the memory the grader shares with it (grader.grading.sandbox.shared_args)
+                config["shared_fd"] = os.dup(fds[2])
             for fd in fds:
                 os.close(fd)
             os.chdir(request["cwd"])
@@ -192,7 +194,7 @@ def serve(control: socket.socket) -> None:
     try:
         while True:
             try:
-                message, fds, _, _ = socket.recv_fds(control, 1 << 20, 2)
+                message, fds, _, _ = socket.recv_fds(control, 1 << 20, 3)
             except OSError:
                 return
             if not message:
