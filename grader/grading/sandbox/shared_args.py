@@ -89,14 +89,45 @@ def _sealed_file(size: int) -> int:
 
 
 class SharedView:
-    """The sandbox's end: the file mapped once; arrays over its pages, as the grader placed them."""
+    """The sandbox's end: the file mapped once; arrays over its pages, as the grader placed them.
+
+    A process forked from the sandbox gets a private copy of the pages instead (as a forked child's
+    writes to its parent's arrays never reach the parent under Jupyter): an ``os.fork`` hook maps the
+    file over the same addresses, copy-on-write, in the child.
+    """
 
     def __init__(self, fd: int, size: int):
         import mmap
 
-        self.size = size
+        self.size, self.fd = size, fd
         self.map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        os.close(fd)
+        try:
+            import ctypes
+
+            self.address = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
+            os.register_at_fork(after_in_child=self._private_in_child)
+        except (ImportError, TypeError, ValueError, AttributeError):
+            os.close(fd)
+            self.fd = None
+
+    def _private_in_child(self) -> None:
+        """In a forked child: the same addresses, now a private copy-on-write view of the file."""
+        if self.fd is None:
+            return
+        import ctypes
+        import mmap
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.mmap.restype = ctypes.c_void_p
+            libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                  ctypes.c_long]
+            fixed = 0x10  # MAP_FIXED (Linux, every architecture Python runs on)
+            libc.mmap(self.address, self.size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | fixed, self.fd, 0)
+            os.close(self.fd)
+        except (OSError, AttributeError):
+            pass
+        self.fd = None
 
     def array(self, offset: int, dtype, shape: tuple) -> np.ndarray:
         count = int(np.prod(shape, dtype=np.int64))
