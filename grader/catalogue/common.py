@@ -85,5 +85,5 @@ MISCONCEPTIONS = [
     entry("common.delegation", "A library norm called instead of computing it",
           "The exercises ask for the computation itself; library norms are for comparison cells.",
           "Compute the statistics yourself; keep torch's norms for the cells that compare with them.",
-          "Recorded by the grading sandbox only; such a test earns no credit."),
+          "Seen by the grading sandbox only, as evidence: listed in the class report's flags, never a verdict."),
 ]

@@ -1057,18 +1057,24 @@ def test_honest_but_unusual_gets_full_marks(hostile_class, case):
 
 
 # -- 8: delegation ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def hostile_report(hostile_class):
+    """``grader report`` of the hostile class (its JSON document)."""
+    run = subprocess.run([sys.executable, "-m", "grader", "report", ASSIGNMENT, "--root", str(hostile_class.course)],
+                         capture_output=True, text=True, env=subprocess_env(), timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return json.loads((hostile_class.course / "build" / "reports" / f"{ASSIGNMENT}.json").read_text())
+
+
 @pytest.mark.parametrize("learner, exercise", DELEGATED)
-def test_delegation_earns_nothing_for_that_exercise(hostile_class, learner, exercise):
-    """Handing an exercise to torch's LayerNorm or the course's helpers earns none of its points, says why, and
-    costs nothing else."""
+def test_delegation_is_flagged_for_the_instructor_not_graded(hostile_class, hostile_report, learner, exercise):
+    """Handing an exercise to torch's LayerNorm or the course's helpers is seen only from inside the learner's own
+    process, which proves nothing: the points are what the values earn, and the report flags the call."""
     scores = cell_scores(hostile_class.course, learner)
-    delegated = exercise in DELEGATING[learner]
-    expected = {t: 0.0 if delegated else points for t, points in TESTS_OF[exercise].items()}
-    assert {t: scores[t] for t in TESTS_OF[exercise]} == expected, hostile_class.messages[learner]
-    if delegated:
-        html = (hostile_class.course / "feedback" / learner / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
-        text = re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", html))) + " ".join(hostile_class.messages[learner])
-        assert re.search(rf"{exercise} calls .{{0,200}}?(no credit|compute it yourself)", text, re.S), exercise
+    assert {t: scores[t] for t in TESTS_OF[exercise]} == TESTS_OF[exercise], hostile_class.messages[learner]
+    flagged = {f["test"] for f in hostile_report["flags"] if f["learner"] == learner and f["check"] == "delegation"}
+    if exercise in DELEGATING[learner]:
+        assert flagged & set(TESTS_OF[exercise]), (exercise, hostile_report["flags"])
 
 
 def test_regrading_is_idempotent(hostile_class):
