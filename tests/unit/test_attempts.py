@@ -187,16 +187,18 @@ def test_hint_records_are_validated():
 
 
 def test_work_is_bounded():
+    """Bounded in CPU time, this process's own (a busy machine stretches wall time, not this): walking all
+    10^8 outputs would take minutes of CPU; the bounds are several times what the reader needs."""
     many = [{**GOOD, "time": 1.7e9 + i} for i in range(200_000)]
-    began = time.perf_counter()
+    began = time.process_time()
     found = read_attempts(wrap(many))
-    assert time.perf_counter() - began < 1.0
+    assert time.process_time() - began < 3.0
     assert [r["time"] for r in found] == [1.7e9 + i for i in range(200_000 - attempts.KEEP, 200_000)]
     output = {"output_type": "display_data", "data": {MIME: {"version": 1, "records": [GOOD]}}}
     wide = {"cells": [{"outputs": [output] * 10_000}] * 10_000}  # 10^8 outputs, by reference
-    began = time.perf_counter()
+    began = time.process_time()
     assert read_attempts(wide) == [GOOD]
-    assert time.perf_counter() - began < 2.0
+    assert time.process_time() - began < 6.0
 
 
 # ------------------------------------------------------------------ hostile structures
