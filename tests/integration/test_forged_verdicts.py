@@ -44,6 +44,16 @@ TAMPERING = {
         "def _send_forged(self, message):\n    if message.get('op') == 'return':\n"
         "        message = {**message, 'mutated': [], 'delegated': [], 'peak': 1}\n"
         "    return _send(self, message)\n_w.Worker.send = _send_forged\n"),
+    # the reply written by the notebook itself, straight onto the grader's pipe, fields blanked
+    "write_the_raw_channel": (
+        "import os, json as _json\nfrom grader.grading.sandbox import worker as _w\n_call = _w.Worker.call\n"
+        "def _raw(self, message):\n    reply = _call(self, message)\n"
+        "    reply.update(mutated=[], delegated=[], peak=0)\n"
+        "    os.write(self.channel_out.fileno(), (_json.dumps(reply) + '\\n').encode())\n"
+        "    return None\n"
+        "_send = _w.Worker.send\n"
+        "def _quiet_send(self, message):\n    if message is not None:\n        _send(self, message)\n"
+        "_w.Worker.call = _raw\n_w.Worker.send = _quiet_send\n"),
     # the comparisons and the measurement the worker once used, made to see nothing
     "blind_numpy_and_tracemalloc": (
         "import numpy, tracemalloc\nnumpy.array_equal = lambda *a, **k: True\n"
@@ -170,7 +180,7 @@ def test_a_second_pass_is_counted_by_the_grader_whatever_the_process_says(tamper
     box.run_cell(KEEPING_WELFORD)
     box.evidence.clear()
     assert verdict(lambda f: welford.check_welford_one_pass(f, n=3000), box.lookup("welford_mean_var")) == "passed"
-    if technique not in ("blind_numpy_and_tracemalloc", "rewrite_sent_messages", "blank_reply_fields"):
+    if technique in ("untampered", "unwire"):
         assert [entry["check"] for entry in box.evidence] == ["memory"], box.evidence
     box.run_cell("def welford_mean_var(x):\n    n = len(x)\n    m = sum(float(v) for v in x) / n\n"
                  "    return m, sum((float(v) - m) ** 2 for v in x) / n\n")
