@@ -11,22 +11,14 @@ sandbox. Each verdict that gives or takes points is decided where learner code c
 What only the learner's process can report (its peak memory, which library norms it called) is
 evidence: it never changes a status, and reaches the instructor's report as a flag. Every test here
 pairs a tampering technique with the same function untampered and asks for the same verdict.
-The end-to-end test grades a small class and reads the flags from ``grader report``.
+tests/integration/test_hostile.py grades such learners in its class and reads the flags from ``grader report``.
 """
-import json
-import subprocess
-import sys
-
-import nbformat
 import numpy as np
 import pytest
 
 from grader.checks import backward, bn_vs_ln, welford
 from grader.compare import CheckFailed, call_learner
 from grader.grading.sandbox.client import Sandbox
-from tests import course_helpers
-from tests.conftest import ROOT, subprocess_env
-from tests.course_helpers import make_course, submit
 
 pytestmark = pytest.mark.slow
 
@@ -208,76 +200,3 @@ def test_a_notebook_that_replaces_library_functions_for_itself_is_graded_as_jupy
                       "    return c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + eps) * gamma + beta\n") as box:
         assert verdict(bn_vs_ln.check_layernorm, box.lookup("layernorm")) == "passed"
         assert box.run_cell("{'a': [1, 2]}")["outputs"][0]["data"]["text/plain"] == "{'a': [1, 2]}"
-
-
-# -- a class, graded and reported -----------------------------------------------------------------------------
-ASSIGNMENT = "03_backward"
-EXERCISES = ["layer_norm_jacobian", "layer_norm_vjp", "layer_norm_backward"]
-
-
-def _submission(answers: dict, trick: str = "") -> nbformat.NotebookNode:
-    nb = nbformat.read(ROOT / "release" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", as_version=4)
-    first = next(c for c in nb.cells if c.cell_type == "code")
-    first.source += "\n" + trick
-    for cell in nb.cells:
-        if cell.id in answers:
-            cell.source = answers[cell.id]
-    return nb
-
-
-@pytest.fixture(scope="module")
-def graded_class(tmp_path_factory):
-    right = course_helpers.solution_sources(ASSIGNMENT, EXERCISES)
-    course = make_course(tmp_path_factory.mktemp("forged"))
-    mutating_vjp = ("def layer_norm_vjp(x, g, eps=1e-5):\n    x -= x.mean()\n    s = 1 / np.sqrt((x * x).mean() + eps)\n"
-                    "    x *= s\n    return s * (g - g.mean() - x * (g * x).mean())\n")
-    delegating_vjp = ("import torch\ndef layer_norm_vjp(x, g, eps=1e-5):\n    t = torch.tensor(x, requires_grad=True)\n"
-                      "    torch.nn.functional.layer_norm(t, t.shape, eps=eps).backward(torch.tensor(g))\n"
-                      "    return t.grad.numpy()\n")
-    learners = {
-        "honest_pretty_json": _submission(right, HONEST_PATCHES["json.dumps pretty-prints"]),
-        "jacobian_vjp": _submission({**right, "layer_norm_vjp": JACOBIAN_VJP}),
-        "jacobian_vjp_reset_peak": _submission({**right, "layer_norm_vjp": RESET_PEAK_VJP}),
-        "delegating_vjp": _submission({**right, "layer_norm_vjp": delegating_vjp}),
-        "mutating_vjp_forged": _submission({**right, "layer_norm_vjp": mutating_vjp}, TAMPERING["blank_reply_fields"]),
-    }
-    for name, nb in learners.items():
-        submit(course, name, nb)
-    run = subprocess.run([sys.executable, "-m", "grader", "grade", ASSIGNMENT, "--root", str(course)],
-                         capture_output=True, text=True, env=subprocess_env(), timeout=900)
-    assert run.returncode == 0, run.stdout + run.stderr
-    report = subprocess.run([sys.executable, "-m", "grader", "report", ASSIGNMENT, "--root", str(course)],
-                            capture_output=True, text=True, env=subprocess_env(), timeout=300)
-    assert report.returncode == 0, report.stdout + report.stderr
-    scores = {}
-    for name in learners:
-        scores[name] = course_helpers_cell_scores(course, name)
-    document = json.loads((course / "build" / "reports" / f"{ASSIGNMENT}.json").read_text())
-    html = (course / "build" / "reports" / f"{ASSIGNMENT}.html").read_text()
-    return scores, document, html
-
-
-def course_helpers_cell_scores(course, student) -> dict[str, float]:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(f"sqlite:///{course / 'build' / 'gradebook.db'}") as gradebook:
-        notebook = gradebook.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student)
-        return {g.name: float(g.score) for g in notebook.grades}
-
-
-def test_class_points_come_only_from_proven_verdicts(graded_class):
-    scores, _, _ = graded_class
-    full = scores["honest_pretty_json"]
-    assert sum(full.values()) == 7.0, full
-    for learner in ("jacobian_vjp", "jacobian_vjp_reset_peak", "delegating_vjp"):
-        assert scores[learner] == full, (learner, scores[learner])  # right values; the rest is evidence
-    assert scores["mutating_vjp_forged"]["test_layer_norm_vjp"] == 0.0, scores["mutating_vjp_forged"]
-
-
-def test_the_report_flags_what_was_seen_per_learner(graded_class):
-    _, document, html = graded_class
-    flags = {(f["learner"], f["check"]) for f in document["flags"]}
-    assert ("jacobian_vjp", "memory") in flags and ("delegating_vjp", "delegation") in flags, document["flags"]
-    assert not {f for f in flags if f[0] in ("honest_pretty_json", "mutating_vjp_forged")}, document["flags"]
-    assert all(f["test"] == "test_layer_norm_vjp" and f["notebook"] == ASSIGNMENT for f in document["flags"])
-    assert "Flags: seen, not proven" in html and "delegating_vjp" in html and "jacobian_vjp" in html

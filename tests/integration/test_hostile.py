@@ -630,6 +630,24 @@ DELEGATING = {  # learner -> {exercise: delegating answer}; its other exercises 
 }
 DELEGATED = [(learner, exercise) for learner, answers in DELEGATING.items() for exercise in EXERCISES]
 
+# --- verdicts a learner's process could forge (tests/integration/test_forged_verdicts.py has the techniques) -----
+JACOBIAN_VJP = ("def layer_norm_vjp(x, g, eps=1e-5):\n    d = x.size\n    c = x - x.mean()\n"
+                "    s = 1 / np.sqrt((c * c).mean() + eps)\n    xh = c * s\n"
+                "    J = s * (np.eye(d) - 1 / d - np.outer(xh, xh) / d)\n    return J.T @ g\n")
+FORGING = {  # learner -> (answers replacing the right ones, code in the imports cell, the points it must get)
+    "forge_memory_jacobian": ({"layer_norm_vjp": JACOBIAN_VJP}, "", 7.0),
+    "forge_memory_reset_peak": ({"layer_norm_vjp": JACOBIAN_VJP.replace(
+        "    return J.T @ g", "    import tracemalloc\n    tracemalloc.reset_peak()\n    return J.T @ g")}, "", 7.0),
+    "forge_mutation_blanked": ({"layer_norm_vjp": "def layer_norm_vjp(x, g, eps=1e-5):\n    x -= x.mean()\n"
+                                                  "    s = 1 / np.sqrt((x * x).mean() + eps)\n    x *= s\n"
+                                                  "    return s * (g - g.mean() - x * (g * x).mean())\n"},
+                               "from grader.grading.sandbox import worker as _w\n_call = _w.Worker.call\n"
+                               "def _forged(self, message):\n    reply = _call(self, message)\n"
+                               "    reply.update(mutated=[], delegated=[], peak=0)\n    return reply\n"
+                               "_w.Worker.call = _forged\n", 5.0),
+    "honest_pretty_json": ({}, "import json, functools\njson.dumps = functools.partial(json.dumps, indent=1)\n", 7.0),
+}
+
 
 # --- nasty bytes: names, notebooks and folders ------------------------------------------------------
 NASTY_NAMES = {  # folder name -> must it score full marks (True), or may it get a message instead
@@ -791,6 +809,8 @@ def hostile_class(tmp_path_factory):
         add_files(course, learner, files)
     for learner, answers in DELEGATING.items():
         submit(course, learner, submission({**right, **answers}))
+    for learner, (answers, trick, _) in FORGING.items():
+        submit(course, learner, submission({**right, **answers}, trick))
     for name in NASTY_NAMES:
         submit(course, name, submission(right))
     submit(course, WILDCARD, submission(WRONG))
@@ -1075,6 +1095,17 @@ def test_delegation_is_flagged_for_the_instructor_not_graded(hostile_class, host
     flagged = {f["test"] for f in hostile_report["flags"] if f["learner"] == learner and f["check"] == "delegation"}
     if exercise in DELEGATING[learner]:
         assert flagged & set(TESTS_OF[exercise]), (exercise, hostile_report["flags"])
+
+
+@pytest.mark.parametrize("learner", list(FORGING))
+def test_points_come_only_from_verdicts_the_learner_cannot_reach(hostile_class, hostile_report, learner):
+    """Memory is evidence (a (d, d) matrix is flagged unless the learner blinds its own measurement; the points are
+    the values'), an input changed in place is read by the grader whatever the reply says, and a notebook that
+    makes json.dumps pretty-print is graded as Jupyter would."""
+    assert hostile_class.scores[learner] == FORGING[learner][2], hostile_class.messages[learner]
+    flags = {(f["test"], f["check"]) for f in hostile_report["flags"] if f["learner"] == learner}
+    expected = {("test_layer_norm_vjp", "memory")} if learner == "forge_memory_jacobian" else set()
+    assert flags == expected, hostile_report["flags"]
 
 
 def test_regrading_is_idempotent(hostile_class):
