@@ -33,6 +33,19 @@ In every level: the sandbox's control group when the zygote could make one (``cg
 ``oom_score_adj`` 1000 (the kernel's first choice when memory runs out), resource limits on
 CPU time, address space, processes, file size and open files, no new privileges, and a
 scrubbed environment (set by the parent).
+
+State that outlives a sandbox: everything a notebook can leave behind lives in one of its
+namespaces (IPC objects and message queues: IPC; abstract sockets: network; files: its own
+tmpfs folders) and goes with them, except the kernel's **keyrings**, which belong to a uid,
+not to a namespace: a key a notebook links into its user keyring (``@u``), its user-session
+keyring (``@us``) or its persistent keyring stays there, readable by the next notebook of the
+same uid, after the sandbox and the whole grading run. So (``keyrings``): every sandbox joins
+a session keyring of its own (never the zygote's, which as the instructor's or root's login
+session may hold their keys), the keyrings of a sandbox uid are invalidated before learner
+code runs (as that uid) and again after its sandbox ends (its relay), and a seccomp filter
+refuses ``add_key``, ``request_key`` and ``keyctl`` to learner code altogether: under
+``userns`` the learner's uid is the instructor's, whose keyrings the kernel lets it reach by
+serial number from any user namespace. Without the filter ``userns`` refuses to start.
 """
 from __future__ import annotations
 
@@ -45,6 +58,7 @@ import shutil
 import signal
 import stat
 import sys
+import time
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -60,6 +74,21 @@ AT_FDCWD, AT_RECURSIVE = -100, 0x8000
 SYS_MOUNT_SETATTR = 442  # the same number on every architecture (added after the syscall tables were unified)
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "ppc64": 203, "s390x": 217}.get(
     platform.machine())
+SYS_KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 271, "ppc64": 271, "s390x": 280}.get(
+    platform.machine())
+KEYCTL_GET_KEYRING_ID, KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_INVALIDATE, KEYCTL_GET_PERSISTENT = 0, 1, 21, 22
+KEY_SPEC_SESSION_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -3, -4, -5
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+X32_SYSCALL_BIT = 0x40000000
+# (add_key, request_key, keyctl) for each ABI a process of this machine can call the kernel with (seccomp's arch)
+KEYRING_SYSCALLS = {
+    "x86_64": {0xC000003E: (248, 249, 250), 0x40000003: (286, 287, 288)},  # x86_64 and x32; i386
+    "aarch64": {0xC00000B7: (217, 218, 219), 0x40000028: (309, 310, 311)},  # arm64; arm (compat)
+    "riscv64": {0xC00000F3: (217, 218, 219)},
+    "ppc64le": {0xC0000015: (269, 270, 271)}, "ppc64": {0x80000015: (269, 270, 271)},
+    "s390x": {0x80000016: (278, 279, 280)},
+}.get(platform.machine())
 
 LEVELS = ("auto", "user", "userns", "basic")
 HOME = "/home/learner"
@@ -467,10 +496,12 @@ def _drop_capabilities() -> None:
     _check(_libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()), "capset")
 
 
-def _relay(child: int, alive_w: int, zygote: int) -> None:
+def _relay(child: int, alive_w: int, zygote: int, forget: tuple[int, int] | None = None) -> None:
     """Outside the PID namespace: wait for its PID 1 and pass on how it ended. SIGTERM (from the
     zygote at teardown, or the kernel when the zygote dies) kills PID 1, which takes every
-    process of the namespace with it, whatever they did to their sessions or parent-death signals."""
+    process of the namespace with it, whatever they did to their sessions or parent-death signals.
+    ``forget``: the sandbox's (uid, gid), whose keyrings it then invalidates (``forget_keyrings_of``):
+    once PID 1 is reaped no process of the sandbox is left to put a key back."""
     def stop(*_):
         try:
             os.kill(child, signal.SIGKILL)
@@ -485,6 +516,8 @@ def _relay(child: int, alive_w: int, zygote: int) -> None:
         if os.getppid() != zygote:
             stop()
         _, status = os.waitpid(child, 0)
+        if forget is not None:
+            forget_keyrings_of(*forget)
         if os.WIFSIGNALED(status):  # die the same way, so the grader can say why
             sig = os.WTERMSIG(status)
             if sig not in (signal.SIGKILL, signal.SIGSTOP):
@@ -501,6 +534,148 @@ def _arm_parent_death(alive_r: int) -> None:
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if select.select([alive_r], [], [], 0)[0]:  # EOF: the relay is gone
         os._exit(1)
+
+
+# -- keyrings: the state the kernel keeps per uid, outside every namespace --------------------------
+ENOSYS, EOPNOTSUPP = 38, 95
+
+
+def _keyctl(op: int, *args: int) -> int:
+    """keyctl(2); OSError on failure (ENOSYS: a kernel without keyrings, or a machine we know no number for)."""
+    if SYS_KEYCTL is None:
+        raise OSError(ENOSYS, "keyctl: no syscall number known for this machine")
+    values = [ctypes.c_long(a) for a in args] + [ctypes.c_long(0)] * (4 - len(args))
+    result = _libc.syscall(ctypes.c_long(SYS_KEYCTL), ctypes.c_long(op), *values)
+    if result < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"keyctl({op}): {os.strerror(errno)}")
+    return result
+
+
+def fresh_session_keyring() -> bool:
+    """Join a new, empty, anonymous session keyring (KEYCTL_JOIN_SESSION_KEYRING with no name).
+
+    A fork keeps its parent's session keyring, and whoever holds a session keyring possesses every
+    key in it: the zygote's is the login session of root or of the instructor, with their keys
+    (read-write for a possessor, whatever the uid). False when the kernel has no keyrings.
+    """
+    try:
+        _keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)
+    except OSError as error:
+        if error.errno == ENOSYS:
+            return False
+        raise
+    return True
+
+
+def forget_user_keyrings() -> None:
+    """Invalidate this uid's user (``@u``), user-session (``@us``) and persistent keyrings, in this
+    user namespace: every key only they held goes with them (the kernel collects it within
+    milliseconds) and the next lookup makes new, empty ones. Nothing of the uid's is left.
+
+    Run as that uid, after ``fresh_session_keyring`` (the persistent keyring is reached by linking
+    it into the session). By serial number: a lookup of ``@u`` makes a new ``@us`` when the old one
+    is gone, and the other way round. Raises OSError if one of them cannot be invalidated (its keys
+    would stay reachable).
+    """
+    rings = []
+    try:
+        rings.append(_keyctl(KEYCTL_GET_PERSISTENT, -1, KEY_SPEC_SESSION_KEYRING))
+    except OSError as error:
+        if error.errno not in (EOPNOTSUPP, ENOSYS):  # no persistent keyrings in this kernel: nothing to forget
+            raise
+    rings += [_keyctl(KEYCTL_GET_KEYRING_ID, spec, 1) for spec in (KEY_SPEC_USER_SESSION_KEYRING,
+                                                                   KEY_SPEC_USER_KEYRING)]
+    for ring in rings:
+        _keyctl(KEYCTL_INVALIDATE, ring)
+
+
+def forget_keyrings_of(uid: int, gid: int | None = None) -> bool:
+    """In a process of our own that may change its uid for good (a relay, a throw-away fork): become
+    ``uid`` and forget its keyrings (``forget_user_keyrings``). True if done or nothing to do."""
+    try:
+        if os.getuid() != uid:
+            gid = uid if gid is None else gid
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+        if fresh_session_keyring():
+            forget_user_keyrings()
+        return True
+    except OSError:
+        return False
+
+
+def _filter_program() -> bytes | None:
+    """A classic-BPF seccomp program: EPERM for add_key, request_key and keyctl in every ABI this machine's
+    kernel accepts (i386 and x32 besides x86_64; arm besides arm64), EPERM for everything in an ABI it does
+    not know, everything else allowed. None where we know no syscall numbers."""
+    import struct
+
+    if not KEYRING_SYSCALLS:
+        return None
+    deny, allow = SECCOMP_RET_ERRNO | 1, SECCOMP_RET_ALLOW  # EPERM, as Docker's default profile answers
+    ld, jeq, ret, and_ = 0x20, 0x15, 0x06, 0x54  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_RET|K, BPF_ALU|AND|K
+    code: list = [(ld, 0, 0, 4)]  # seccomp_data.arch
+    blocks = []
+    for arch, numbers in KEYRING_SYSCALLS.items():
+        code.append((jeq, f"arch{arch}", 0, arch))
+        block = [("label", f"arch{arch}"), (ld, 0, 0, 0)]  # seccomp_data.nr
+        if arch == 0xC000003E:
+            block.append((and_, 0, 0, ~X32_SYSCALL_BIT & 0xFFFFFFFF))  # x32 calls the same numbers, bit 30 set
+        block += [(jeq, "deny", 0, number) for number in numbers] + [(ret, 0, 0, allow)]
+        blocks += block
+    code += [(ret, 0, 0, deny)] + blocks + [("label", "deny"), (ret, 0, 0, deny)]
+    labels, program = {}, []
+    for item in code:
+        if item[0] == "label":
+            labels[item[1]] = len(program)
+        else:
+            program.append(item)
+    out = b""
+    for i, (op, jt, jf, k) in enumerate(program):
+        jt, jf = (labels[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf))
+        out += struct.pack("HBBI", op, jt, jf, k)
+    return out
+
+
+def block_keyring_syscalls() -> bool:
+    """Install the seccomp filter of ``_filter_program`` on this process (and all it will start); needs
+    no_new_privs first. False where it cannot be had (no numbers for this machine, no seccomp filters)."""
+    program = _filter_program()
+    if program is None:
+        return False
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    return _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(Program(len(program) // 8, program)),
+                       0, 0) == 0
+
+
+def _confine_keyrings(level: str, is_root: bool) -> str:
+    """Leave learner code no keyring of anyone else's and none of an earlier notebook's; returns how.
+
+    ``filtered``: learner code cannot call the keyring syscalls at all; ``scrubbed``: no filter, but
+    a fresh session keyring and, for a sandbox uid, its own keyrings emptied; ``none``: this kernel
+    has no keyrings. Raises IsolationError where keys of others would stay reachable.
+    """
+    try:
+        has_keys = fresh_session_keyring()
+        if has_keys and is_root:  # a sandbox uid (user; basic as root): what an earlier notebook of this slot left
+            forget_user_keyrings()
+    except OSError as error:
+        raise IsolationError(f"the sandbox could not get keyrings of its own ({error}); refusing to run the notebook "
+                             "where an earlier notebook's keys could be read") from None
+    if block_keyring_syscalls():
+        return "filtered"
+    if not has_keys:
+        return "none"
+    if level == "userns":  # the learner's uid is the instructor's: their keyrings answer to it by serial number
+        raise IsolationError("isolation 'userns' needs a seccomp filter to keep the notebook from the instructor's "
+                             "kernel keyrings, and this kernel refused it; refusing to run the notebook "
+                             "(grading as root, isolation 'user', needs none)")
+    return "scrubbed" if is_root else "shared"
 
 
 def _set_oom_score() -> None:
@@ -540,6 +715,7 @@ def apply(config: dict) -> dict:
         if os.getppid() != zygote:
             os._exit(1)
         _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        report["keyrings"] = _confine_keyrings(level, is_root)
         set_limits(limits, 0 if is_root else count_tasks())
         return report
 
@@ -567,7 +743,7 @@ def apply(config: dict) -> dict:
     child = os.fork()
     if child:
         os.close(alive_r)
-        _relay(child, alive_w, zygote)
+        _relay(child, alive_w, zygote, (uid, gid) if level == "user" else None)
     os.close(alive_w)
     _arm_parent_death(alive_r)
     owner = (uid, gid) if level == "user" else None
@@ -584,6 +760,7 @@ def apply(config: dict) -> dict:
     _arm_parent_death(alive_r)  # a uid change cleared it
     os.close(alive_r)
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    report["keyrings"] = _confine_keyrings(level, is_root)
     set_limits(limits, shared_uid_tasks)
     return report
 
@@ -630,6 +807,86 @@ def _drop_capabilities_as_root(uid: int, gid: int) -> None:
 
 
 # -- teardown (trusted side) -----------------------------------------------------------------------
+SHARED_TMP_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/dev/mqueue")
+IPC_RMID = 0
+
+
+def processes_of(uid: int) -> list[int]:
+    """Host pids of the processes with ``uid`` as their real, effective, saved or file-system uid."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                line = next(line for line in f if line.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue
+        if str(uid) in line.split()[1:]:
+            found.append(int(pid))
+    return found
+
+
+def ipc_objects_of(uid: int) -> list[tuple[str, int]]:
+    """SysV shared memory, semaphores and message queues of this IPC namespace that ``uid`` owns or created."""
+    found = []
+    for kind in ("shm", "sem", "msg"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                header, *rows = [line.split() for line in f]
+        except (OSError, ValueError):
+            continue
+        columns = {name: i for i, name in enumerate(header)}
+        for row in rows:
+            try:
+                if uid in (int(row[columns["uid"]]), int(row[columns["cuid"]])):
+                    found.append((kind, int(row[columns[{"shm": "shmid", "sem": "semid", "msg": "msqid"}[kind]]])))
+            except (KeyError, IndexError, ValueError):
+                continue
+    return found
+
+
+def sweep_uid(uid: int) -> list[str]:
+    """As root, after a sandbox that ran without namespaces (``basic``) as ``uid``: kill what of that uid
+    still runs (detached past its process group, with no control group to hold it), and remove what it
+    left in the machine's shared places: SysV IPC objects, POSIX message queues (where ``/dev/mqueue`` is
+    mounted), entries of the shared temporary folders. Its keyrings: ``forget_keyrings_of``. A sandbox
+    in namespaces leaves none of these (they are its namespaces'). Returns what it removed; never raises.
+    """
+    removed = []
+    try:
+        for _ in range(50):
+            pids = processes_of(uid)
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    removed.append(f"process {pid}")
+                except OSError:
+                    pass
+            time.sleep(0.01)
+        for kind, ident in ipc_objects_of(uid):
+            args = [ctypes.c_int(ident)] + ([ctypes.c_int(0)] if kind == "sem" else []) + [ctypes.c_int(IPC_RMID),
+                                                                                           ctypes.c_void_p(0)]
+            if getattr(_libc, f"{kind}ctl")(*args) == 0:
+                removed.append(f"{kind} {ident}")
+        for folder in SHARED_TMP_FOLDERS:
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.stat(follow_symlinks=False).st_uid == uid and remove_tree(entry.path):
+                        removed.append(entry.path)
+                except OSError:
+                    pass
+    except Exception:  # noqa: BLE001 - teardown must not fail the grader
+        pass
+    return removed
+
+
 def remove_tree(path: str) -> bool:
     """Delete ``path`` however the learner left it: any depth, folders without permissions.
 

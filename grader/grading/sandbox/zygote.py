@@ -110,6 +110,8 @@ def _memoise_word_patterns() -> None:
 
 _exited: dict[int, int] = {}  # children reaped (by a status request) and their exit codes
 _groups: dict[int, list | None] = {}  # each live sandbox's control group folders
+_levels: dict[int, tuple[str, int]] = {}  # each live sandbox's isolation level and uid
+_sandbox_uids: set[int] = set()  # every sandbox uid this zygote (as root) has started: forgotten when it leaves
 
 
 def wait_for(pid: int, seconds: float):
@@ -135,14 +137,23 @@ def wait_for(pid: int, seconds: float):
 def destroy(pid: int):
     """End a sandbox and everything it started; returns its exit code. Never raises.
 
-    With a control group: freeze it, kill all, remove it. Then the sandbox's first process:
-    SIGTERM (a namespace's relay then kills its PID 1, which takes the whole PID namespace
-    with it), SIGKILL to its process group if it is still there a moment later.
+    A sandbox in namespaces first gets SIGTERM: its relay kills its PID 1, which takes the whole
+    PID namespace with it, then (as root) invalidates the sandbox uid's keyrings and exits.
+    Then, with a control group: freeze it, kill all, remove it. Then the sandbox's first process:
+    SIGTERM, SIGKILL to its process group if it is still there a moment later. A sandbox without
+    namespaces run as root (``basic``) then has its uid's leftovers swept (``isolation.sweep_uid``).
     """
-    from grader.grading.sandbox import cgroup
+    from grader.grading.sandbox import cgroup, isolation
 
     paths = _groups.pop(pid, None)
+    level, uid = _levels.pop(pid, ("", -1))
     try:
+        if level in ("user", "userns") and wait_for(pid, 0) is None:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+            wait_for(pid, 1.0)
         cgroup.kill(paths)
         code = wait_for(pid, 0)
         if pid not in _exited:  # never reaped, so the pid (and its process group) is still ours
@@ -155,20 +166,60 @@ def destroy(pid: int):
                 if code is not None:
                     break
         cgroup.remove(paths)
+        if level == "basic" and uid > 0 and os.geteuid() == 0 and uid not in (u for _, u in _levels.values()):
+            isolation.sweep_uid(uid)
     except Exception:  # noqa: BLE001 - teardown must not stop the zygote
         code = _exited.get(pid)
     _exited.pop(pid, None)
     return code
 
 
+def forget_sandbox_uids() -> None:
+    """As root, when this zygote leaves: invalidate the keyrings of every sandbox uid it started (each
+    sandbox already did at its start and its relay at its end; this catches a relay killed before it
+    could), in one throw-away fork that becomes each uid in turn. Never raises."""
+    from grader.grading.sandbox import isolation
+
+    uids = sorted(u for u in _sandbox_uids if u > 0 and u not in (v for _, v in _levels.values()))
+    _sandbox_uids.clear()
+    if not uids or os.geteuid() != 0:
+        return
+    try:
+        child = os.fork()
+    except OSError:
+        return
+    if child == 0:
+        try:
+            os.setgroups([])
+            for uid in uids:
+                os.setresuid(uid, uid, 0)  # the saved uid keeps the way back to root for the next one
+                try:
+                    if isolation.fresh_session_keyring():
+                        isolation.forget_user_keyrings()
+                except OSError:
+                    pass
+                os.setresuid(0, 0, 0)
+        finally:
+            os._exit(0)
+    try:
+        os.waitpid(child, 0)
+    except OSError:
+        pass
+
+
 def fork_sandbox(request: dict, fds: list[int], control: socket.socket) -> int:
     """Fork a sandbox in a new control group (when the machine allows); returns its pid."""
-    from grader.grading.sandbox import cgroup, worker
+    from grader.grading.sandbox import cgroup, isolation, worker
 
     config = request["config"]
     limits = config.get("limits", {})
     paths = cgroup.create(limits.get("memory_bytes"), limits.get("processes")) if config.get("cgroup", True) else None
     config["cgroup"] = paths
+    try:
+        level = isolation.choose_level(config.get("mode", "auto"), os.geteuid() == 0)
+    except isolation.IsolationError:
+        level = ""  # the sandbox refuses to start itself
+    uid = int(config.get("uid", 65534))
     child = os.fork()
     if child == 0:
         try:
@@ -186,6 +237,9 @@ def fork_sandbox(request: dict, fds: list[int], control: socket.socket) -> int:
         finally:
             os._exit(70)
     _groups[child] = paths
+    _levels[child] = (level, uid)
+    if os.geteuid() == 0 and uid > 0 and level in ("user", "basic"):
+        _sandbox_uids.add(uid)
     _exited.pop(child, None)  # a recycled pid: forget its predecessor
     return child
 
@@ -204,9 +258,10 @@ def serve(control: socket.socket) -> None:
                 code = wait_for(int(request["pid"]), float(request.get("wait", 0)))
                 control.sendall((json.dumps({"code": code}) + "\n").encode())
                 continue
-            if request["op"] == "exit":  # the client leaves: reply once every sandbox is gone
+            if request["op"] == "exit":  # the client leaves: reply once every sandbox, and all they left, is gone
                 for pid in list(_groups):
                     destroy(pid)
+                forget_sandbox_uids()
                 control.sendall(b'{"code": 0}\n')
                 return
             if request["op"] == "destroy":
@@ -220,6 +275,7 @@ def serve(control: socket.socket) -> None:
     finally:  # the grader went away: nothing it started may outlive it
         for pid in list(_groups):
             destroy(pid)
+        forget_sandbox_uids()
 
 
 def _same_user(connection: socket.socket) -> bool:
