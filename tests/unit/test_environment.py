@@ -91,3 +91,22 @@ def test_learner_dependencies_do_not_force_ipywidgets_8():
 def test_ci_calls_make_test_only():
     lines = [l for l in (ROOT / ".ci" / "run").read_text().splitlines() if l.strip() and not l.startswith("#")]
     assert any("make test" in l for l in lines)
+
+
+def test_every_tested_pin_lies_inside_the_bounds_and_every_bound_has_a_ceiling():
+    """pyproject's ranges are honest: each admits the version tested (constraints.txt, on every Python), and each
+    has a ceiling (below the next minor for the libraries whose internals the grader touches), but for
+    calendar-versioned ones."""
+    project = pyproject()["project"]
+    requirements = [Requirement(t) for t in project["dependencies"] + project["optional-dependencies"]["dev"]]
+    for python in PYTHONS:
+        pins = constraint_pins(python)
+        for requirement in requirements:
+            if requirement.marker is not None and not requirement.marker.evaluate(python_environment(python)):
+                continue
+            pinned = pins[requirement_name(str(requirement))]
+            assert requirement.specifier.contains(pinned, prereleases=True), f"{requirement} excludes {pinned} ({python})"
+    calendar = {"distributed", "tomli"}
+    for requirement in requirements:
+        if requirement_name(str(requirement)) not in calendar:
+            assert any(spec.operator == "<" for spec in requirement.specifier), f"{requirement} has no ceiling"
