@@ -385,15 +385,11 @@ def test_unprivileged_instructor():
     subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user], check=True)
     staging = tempfile.mkdtemp(prefix="lncourse-test-python-")
     try:
-        # The interpreter must be reachable by that user. When it lives in a folder others cannot
-        # cross (pyenv under /root, mode 700), reach it through a private mount namespace: /root
-        # becomes an empty tmpfs with only the installation bound back, read-only. Nothing on disk changes.
-        prefix = os.path.realpath(sys.base_prefix)
-        blocked = isolation._blocking_ancestor(prefix)
-        setup = ""
-        if blocked:
-            setup = (f"mount --bind {prefix} {staging} && mount -t tmpfs -o mode=755 tmpfs {blocked} && "
-                     f"mkdir -p {prefix} && mount -o bind,ro {staging} {prefix} && ")
+        # The interpreter and this checkout (its venv, the grader) must be reachable by that user. Where one
+        # lies in a folder others cannot cross (pyenv under /root, a checkout in a `mktemp -d` folder, mode
+        # 700), reach it through a private mount namespace: that folder becomes an empty tmpfs with only what
+        # the test needs bound back, read-only. Nothing on disk changes, wherever the checkout sits.
+        setup = reach_as_another_user([os.path.realpath(sys.base_prefix), str(ROOT)], staging)
         command = (f"{setup}cd / && exec runuser -u {user} -- env -i PATH=/usr/bin:/bin HOME=/ "
                    f"{sys.executable} {Path(__file__).resolve()} --unprivileged")
         done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", command],
@@ -411,6 +407,24 @@ def test_unprivileged_instructor():
     check_teardown(report["teardown"])
     assert "needs the grader to run as root" in report["user_mode"], report["user_mode"]
     assert not report["leftovers"], report["leftovers"]
+
+
+def reach_as_another_user(paths: list[str], staging: str) -> str:
+    """Shell commands (for a private mount namespace) that make each of ``paths`` reachable by any user: every
+    folder that blocks one (no search permission for others) is covered by a tmpfs, and the paths under it
+    are bound back, read-only, from a holding place under ``staging``."""
+    blocked: dict[str, list[str]] = {}
+    for path in paths:
+        ancestor = isolation._blocking_ancestor(path)
+        if ancestor and path not in blocked.setdefault(ancestor, []):
+            blocked[ancestor].append(path)
+    commands = []
+    for number, (ancestor, inside) in enumerate(blocked.items()):
+        holds = [os.path.join(staging, f"{number}-{i}") for i in range(len(inside))]
+        commands += [f"mkdir -p {hold} && mount --bind {path} {hold}" for path, hold in zip(inside, holds)]
+        commands.append(f"mount -t tmpfs -o mode=755 tmpfs {ancestor}")
+        commands += [f"mkdir -p {path} && mount -o bind,ro {hold} {path}" for path, hold in zip(inside, holds)]
+    return "".join(f"{command} && " for command in commands)
 
 
 if __name__ == "__main__" and "--unprivileged" in sys.argv:
