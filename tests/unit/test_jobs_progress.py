@@ -24,7 +24,10 @@ def test_progress_counts_jobs_and_escapes_learner_names(monkeypatch):
     assert "\\r" in text or "…" in text
 
 
-def test_a_bar_never_started_is_silent():
-    bar = Progress()
+def test_a_bar_never_started_is_silent(capsys):
+    stream = io.StringIO()
+    bar = Progress(stream=stream)
     bar.update("ada", "x")
     bar.close()
+    assert stream.getvalue() == "" and bar.bar is None
+    assert capsys.readouterr() == ("", "")  # nor on the terminal's own streams
