@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+WAIT_HELP = ("if another grade, build or report is using this course, wait for it to finish (default: refuse, "
+             "naming it, with exit code 4)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     build_parser.add_argument("assignments", nargs="*", help="assignment ids (default: every one present)")
     build_parser.add_argument("--root", type=Path, default=None,
                               help="course root, e.g. a copy in a private home (default: this repository)")
+    build_parser.add_argument("--wait", action="store_true", help=WAIT_HELP)
 
     grade_parser = commands.add_parser("grade", help="autograde submitted/*/ASSIGNMENT and export scores")
     grade_parser.add_argument("assignment", nargs="*",
@@ -42,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
                               help="execute every notebook again (GradeConfig.use_cache=False)")
     grade_parser.add_argument("--scheduler", default=None,
                               help="a Dask scheduler (tcp://HOST:PORT): execute on its workers (GradeConfig.scheduler)")
+    grade_parser.add_argument("--wait", action="store_true", help=WAIT_HELP)
     grade_parser.add_argument("--help-all", action="store_true",
                               help="list every GradeConfig setting (also --GradeConfig.NAME=VALUE) and exit")
 
@@ -52,13 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     report_parser.add_argument("--out", type=Path, default=None, help="folder for the report (default: build/reports)")
     report_parser.add_argument("--identify", action="store_true",
                                help="name learners and show groups of fewer than 5 exactly (default: neither)")
+    report_parser.add_argument("--wait", action="store_true", help=WAIT_HELP)
 
     commands.add_parser("bench-grade", help="time plain nbgrader against grader grade on a generated class",
                         add_help=False)
 
     if argv is None:
-        import sys
-
         argv = sys.argv[1:]
     if argv[:1] == ["bench-grade"]:
         from grader.grading.bench import main as bench
@@ -67,6 +72,28 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and (args.command != "grade" or not all(a.startswith("--GradeConfig.") for a in extra)):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "grade" and args.help_all:
+        from grader.grading.config import help_all
+
+        print(help_all())
+        return 0
+    if args.command == "grade" and not args.assignment:
+        grade_parser.error("the following arguments are required: assignment")
+    from grader.grading.course_lock import EXIT_LOCKED, CourseLocked, course_lock
+
+    try:
+        # one run per course: build and grade write release/, the gradebook and build/grading/; report reads them
+        with course_lock(args.root or course_root(), args.command, wait=args.wait, shared=args.command == "report"):
+            return _command(args, extra)
+    except CourseLocked as refused:
+        print(f"nothing was done: {refused}", file=sys.stderr)
+        return EXIT_LOCKED
+
+
+def _command(args, extra: list[str]) -> int:
+    from grader.course import course_root
+    from grader.grading.startup import may_execute, names_a_scheduler
+
     if args.command == "build":
         from grader.course.build import build
 
@@ -74,13 +101,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"built {assignment}: release/, notebooks/, solutions/")
         return 0
     if args.command == "grade":
-        if args.help_all:
-            from grader.grading.config import help_all
-
-            print(help_all())
-            return 0
-        if not args.assignment:
-            grade_parser.error("the following arguments are required: assignment")
         root = args.root or course_root()
         local = not args.scheduler if args.scheduler is not None else not names_a_scheduler(root, extra)
         if local and may_execute(root, args.assignment, args.use_cache):
@@ -92,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return grade(args.assignment if len(args.assignment) > 1 else args.assignment[0], root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
                      notebook_seconds=args.notebook_timeout, argv=extra, isolation=args.isolation,
                      cache_dir=args.cache_dir, use_cache=args.use_cache,
-                     scheduler=args.scheduler)
+                     scheduler=args.scheduler, wait=args.wait)
     if args.command == "report":
         from grader.grading.report import report
 

@@ -157,6 +157,15 @@ def one_torch_thread() -> None:
         torch.set_num_threads(1)
 
 
+def executed_parts(nb, files: str | None) -> dict:
+    """What a run executes, as ``grader.grading.jobs.Job.make`` digests it for the job's ``submission``: the
+    notebook's cells as read here, the learner's folder that the sandbox copies (``grader.grading.jobs.accept``
+    refuses a result whose parts are not its job's)."""
+    from grader.grading.jobs import executed_digest, folder_digest
+
+    return {"notebook": executed_digest(nb), "folder": folder_digest(files, copied=True)}
+
+
 def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_options: dict,
                        who: dict | None = None, sandbox_factory=Sandbox) -> dict:
     """Execute a sanitised notebook; returns a result document (``grader.grading.results.SCHEMA``).
@@ -175,7 +184,8 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
         return {**result, "cells": {}, "digests": {}, "tests": {}, "isolation": None,
                 "notes": [f"the notebook could not be read ({type(error).__name__}); it scores zero"]}
     source_digest, source_nb, tests = trusted_bundle(source_notebook_path)
-    result = {**_identity(notebook_path, source_digest, nb, who), "cells": {}, "isolation": None,
+    executed = executed_parts(nb, sandbox_options.get("files"))  # the folder before the sandbox copies it
+    result = {**_identity(notebook_path, source_digest, nb, who), "cells": {}, "isolation": None, "executed": executed,
               "digests": {str(i): cell_digest(c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code"},
               "tests": {grade_id: {"status": "not_run", "message": "not run"} for grade_id in tests}, "notes": notes}
     limits = Limits(**sandbox_options.get("limits", {}))
@@ -186,6 +196,8 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
         for entry in result["tests"].values():
             entry["message"] = "not run: the sandbox could not start"
         return result
+    if executed_parts(nb, sandbox_options.get("files"))["folder"] != executed["folder"]:  # changed while copied
+        executed["folder"] = bytes_digest(b"the learner's folder changed while the sandbox copied it")
     base = trusted_namespace(source_nb)
     stopped = None
     with sandbox:

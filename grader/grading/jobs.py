@@ -17,6 +17,11 @@ pickled) with a ``job`` field naming the job that produced it. The key of a job 
 - and who it is for: two learners who hand in the same bytes are two jobs (a result names
   its learner, and is accepted for that learner only).
 
+A result is stored under a key only if it was computed from that key's bytes: the executor reports
+the digests of what it read and ran (``executed``: the notebook's cells, the learner's folder as the
+sandbox copied it), and ``accept`` refuses a result whose ``executed`` is not the job's ``submission``
+(a file changed between the job's making and its run), so such a result is neither recorded nor cached.
+
 Seam. ``run_job(job_text) -> result_text`` is a pure function of data in, data out: the job is
 a JSON text (``Job.to_json``), the result a JSON text; the worker writes no file the
 coordinator reads. The local pool (``grader.grading.pipeline``) calls it in warm worker processes; a Dask
@@ -128,17 +133,26 @@ def folder_entries(folder: Path):
             yield os.fsencode(path.relative_to(folder)), path, path.is_file() and not path.is_symlink()
 
 
-def folder_digest(folder: Path) -> str:
-    """Every regular file under ``folder`` (relative path, bytes), in sorted order; links are not followed."""
+def folder_digest(folder: Path | None, copied: bool = False) -> str:
+    """Every regular file under ``folder`` (relative path, bytes), in sorted order; links are not followed.
+    Other entries (links, devices) count by name, unless ``copied``: then only what the sandbox's copy of the
+    folder holds counts (its regular files), which a job's ``submission`` and a result's ``executed`` digest."""
     digest = hashlib.sha256()
-    if not Path(folder).is_dir():
+    if not folder or not Path(folder).is_dir():
         return _sha(b"no folder")
     for relative, path, regular in folder_entries(folder):
         if not regular:
-            digest.update(b"other\0" + relative + b"\n")
+            if not copied:
+                digest.update(b"other\0" + relative + b"\n")
             continue
         digest.update(b"file\0" + relative + b"\0" + _sha(path.read_bytes()).encode() + b"\n")
     return digest.hexdigest()
+
+
+def submission_digest(parts: dict) -> str:
+    """A job's ``submission``: the digest of its parts ({"notebook": executed_digest, "folder": folder_digest}),
+    which the executor reports for what it ran (a result's ``executed``, ``grader.grading.execute``)."""
+    return _sha(canonical(parts))
 
 
 def execution_settings(options: dict) -> dict:
@@ -163,6 +177,7 @@ class Job:
     settings: str = ""
     notebook_digest: str = ""  # grader.grading.results.notebook_digest of the sanitised notebook
     key: str = ""
+    submission_parts: dict = field(default_factory=dict)  # {"notebook", "folder"}: the digests ``submission`` is of
 
     @classmethod
     def make(cls, assignment: str, student: str, notebook: str, notebook_path: Path, source_path: Path,
@@ -170,14 +185,15 @@ class Job:
         import nbformat
 
         nb = nbformat.read(str(notebook_path), as_version=4)
-        submission = _sha(canonical({"notebook": executed_digest(nb), "folder": folder_digest(files)}))
+        parts_read = {"notebook": executed_digest(nb), "folder": folder_digest(files, copied=True)}
+        submission = submission_digest(parts_read)
         bundle = results.file_digest(Path(source_path))
         settings = _sha(canonical(execution_settings(options)))
         parts = {"submission": submission, "bundle": bundle, "grader": grader or grader_version(), "settings": settings}
         # the learner is part of the key: two learners' identical notebooks are two jobs, two results
         key = _sha(canonical({**parts, "assignment": assignment, "student": student, "notebook": notebook}))
         return cls(assignment, student, notebook, str(notebook_path), str(source_path), str(files), dict(options),
-                   notebook_digest=results.notebook_digest(nb), key=key, **parts)
+                   notebook_digest=results.notebook_digest(nb), key=key, submission_parts=parts_read, **parts)
 
     def identity(self) -> dict:
         """What a result must carry to be accepted for this job."""
@@ -216,13 +232,17 @@ def run_job(job_text: str, sandbox_uid: int | None = None, attempts: int = 2) ->
 
 
 def cacheable(result: dict) -> bool:
-    """Only a complete run is reused: a sandbox that did not start, died or hit a limit runs again next time."""
-    return result.get("isolation") is not None and not result.get("retry") and result.get("complete") is True
+    """Only a complete run is reused: a sandbox that did not start, died or hit a limit runs again next time;
+    and only one that says what it executed (``accept`` checked that it is its job's submission)."""
+    return (result.get("isolation") is not None and not result.get("retry") and result.get("complete") is True
+            and isinstance(result.get("executed"), dict))
 
 
 def accept(job: Job, data) -> tuple[dict | None, str | None]:
     """(result, None) if ``data`` (a JSON text or a decoded document) is a valid result of exactly
-    ``job``; else (None, why not). A result naming another job, learner, notebook or bundle is refused."""
+    ``job``; else (None, why not). A result naming another job, learner, notebook or bundle is refused, and
+    so is one whose executor read other bytes than the job's (``executed``: the notebook's cells and the
+    learner's folder changed between the job's making and its run)."""
     if isinstance(data, (str, bytes)):
         if len(data) > results.MAX_RESULT_BYTES:
             return None, "the result is too large to be trusted"
@@ -240,6 +260,10 @@ def accept(job: Job, data) -> tuple[dict | None, str | None]:
     for name, value in expected.items():
         if data.get(name) != value:
             return None, f"the result does not belong to this job ({name} differs)"
+    if "executed" in data and submission_digest(data["executed"]) != job.submission:
+        changed = [part for part in ("notebook", "folder") if data["executed"][part] != job.submission_parts.get(part)]
+        return None, (f"the result is of other bytes than the job's ({' and '.join(changed) or 'submission'} changed "
+                      "between the job's making and its run)")
     return data, None
 
 
@@ -266,7 +290,10 @@ class ResultCache:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             return None, f"the cached result is unreadable ({type(error).__name__})"
-        return accept(job, text)
+        result, problem = accept(job, text)
+        if result is not None and not cacheable(result):
+            return None, "the cached result is incomplete or does not say what was executed"
+        return result, problem
 
     def put(self, job: Job, result: dict) -> None:
         """Store an accepted, complete result (anything else is not stored)."""

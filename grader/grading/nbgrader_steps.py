@@ -167,6 +167,101 @@ class SaveDiagnoses(NbGraderPreprocessor):
                 raise
 
 
+def _points(value: float) -> str:
+    return f"{value:g} point" + ("" if value == 1 else "s")
+
+
+def reset_absent(submitted, present_grades: set[str], present_comments: set[str], notebook: str) -> list[str]:
+    """Give every grade and comment of the gradebook's ``submitted`` notebook whose cell is not in the notebook
+    being recorded a fresh verdict; returns messages for the learner. Does not commit.
+
+    nbgrader's SaveAutoGrades writes only the cells it sees: a graded cell deleted (or renamed) since an earlier
+    grading kept that grading's points. An absent cell scores zero: its automatic score is 0, and a manual score
+    or extra credit an instructor gave it (to a cell that is no longer there) is removed and named in the message.
+    A present cell is left to nbgrader: an instructor's manual score and comment on it are never touched (nbgrader
+    flags a re-graded cell that has one for review). An absent cell's automatic comment (nbgrader's "No response.",
+    our diagnosis) is cleared; an instructor's own comment text is kept (it gives no points).
+    """
+    taken, removed = [], []
+    for grade in submitted.grades:
+        if grade.name in present_grades:
+            continue
+        had = (grade.manual_score if grade.manual_score is not None else grade.auto_score or 0.0) + \
+            (grade.extra_credit or 0.0)
+        if had > 0:
+            taken.append(f"{grade.name} ({_points(had)})")
+        if grade.manual_score is not None or grade.extra_credit:
+            removed.append(grade.name)
+        if (grade.auto_score, grade.manual_score, grade.extra_credit, grade.needs_manual_grade) != (0.0, None, None, False):
+            grade.auto_score, grade.manual_score, grade.extra_credit, grade.needs_manual_grade = 0.0, None, None, False
+    for comment in submitted.comments:
+        if comment.name not in present_comments and comment.auto_comment is not None:
+            comment.auto_comment = None
+    if not taken and not removed:
+        return []
+    message = (f"{notebook}: graded cell(s) {', '.join(taken or removed)} are missing from this submission: "
+               "they score zero, not what an earlier grading gave them")
+    if removed:
+        message += f" (the instructor's manual score or extra credit of {', '.join(removed)} was removed)"
+    return [message + "."]
+
+
+class ResetAbsentGrades(NbGraderPreprocessor):
+    """Right before SaveAutoGrades: every graded cell of this submission's notebook that SaveAutoGrades will not
+    see (deleted, renamed, its grading metadata stripped) gets zero (``reset_absent``), so a re-grade gives every
+    graded cell a fresh grade. Its messages join this notebook's grading notes and the run's messages."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.messages: list[str] = []
+
+    def preprocess(self, nb, resources):
+        from nbgrader import utils
+        from nbgrader.api import Gradebook
+
+        info = resources["nbgrader"]
+        grades = {c.metadata.nbgrader["grade_id"] for c in nb.cells if utils.is_grade(c) or utils.is_task(c)}
+        comments = {c.metadata.nbgrader["grade_id"] for c in nb.cells if utils.is_solution(c) or utils.is_task(c)}
+        with Gradebook(info["db_url"]) as gradebook:
+            try:
+                submitted = gradebook.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
+                told = reset_absent(submitted, grades, comments, str(info["notebook"]))
+                gradebook.db.commit()
+            except Exception:
+                gradebook.db.rollback()
+                raise
+        if told:
+            self.messages += told
+            notes = resources.setdefault("grading_notes", [])
+            notes += told
+            nb.cells = [c for c in nb.cells if c.get("id") != "grading-notes"]
+            nb.cells.insert(0, grading_notes_cell(notes))
+        return nb, resources
+
+
+def reset_missing_notebooks(coursedir, assignment: str, student: str) -> list[str]:
+    """Zero every grade of a notebook of this submission that has no autograded file to record (its sanitising
+    failed): without it nbgrader would keep that notebook's earlier grades. Returns messages."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    folder = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment))
+    messages = []
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gradebook:
+        try:
+            submission = gradebook.find_submission(assignment, student)
+        except MissingEntry:
+            return []
+        try:
+            for submitted in submission.notebooks:
+                if not (folder / f"{submitted.name}.ipynb").is_file():
+                    messages += reset_absent(submitted, set(), set(), submitted.name)
+            gradebook.db.commit()
+        except Exception:
+            gradebook.db.rollback()
+            raise
+    return messages
+
+
 def grading_notes_cell(messages: list[str]) -> nbformat.NotebookNode:
     """A markdown cell for the top of the feedback: the grader's notes for this learner, escaped."""
     items = "\n".join(f"<li>{html.escape(m, quote=True)}</li>" for m in messages)
@@ -182,6 +277,7 @@ class AddGradingNotes(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         nb.cells = [c for c in nb.cells if c.get("id") != "grading-notes"]  # a re-grade replaces them
+        resources["grading_notes"] = list(self.notes)  # ResetAbsentGrades may add to them
         if self.notes:
             nb.cells.insert(0, grading_notes_cell(list(self.notes)))
         return nb, resources
@@ -199,16 +295,16 @@ def _as_class(pp):
 def record_preprocessors(autograde_preprocessors) -> list:
     """The record phase: nbgrader's ``Autograde.autograde_preprocessors`` (nbgrader's defaults, or
     the instructor's ``c.Autograde.autograde_preprocessors``), in its order, with its Execute step
-    (or a subclass of it) replaced by ``ReplayResults`` + ``AddGradingNotes`` and ``SaveDiagnoses``
-    added right after each ``SaveAutoGrades``. Every other entry, the instructor's own included,
-    runs as configured."""
+    (or a subclass of it) replaced by ``ReplayResults`` + ``AddGradingNotes``, ``ResetAbsentGrades``
+    added right before each ``SaveAutoGrades`` and ``SaveDiagnoses`` right after it. Every other entry,
+    the instructor's own included, runs as configured."""
     preprocessors = []
     for pp in map(_as_class, autograde_preprocessors):
         kind = pp if isinstance(pp, type) else type(pp)
         if issubclass(kind, Execute):
             preprocessors += [ReplayResults, AddGradingNotes]
         elif issubclass(kind, SaveAutoGrades):
-            preprocessors += [pp, SaveDiagnoses]
+            preprocessors += [ResetAbsentGrades, pp, SaveDiagnoses]
         else:
             preprocessors.append(pp)
     if ReplayResults not in preprocessors:
@@ -221,6 +317,10 @@ class IsolatedAutograde(Autograde):
     results_dir = Unicode("", help="Where grader.grading.execute wrote its results").tag(config=True)
     source_notebook_dir = Unicode("", help="The instructor's notebooks (source/<assignment>)").tag(config=True)
     notes = List(Unicode(), default_value=[], help="The grader's messages for this learner").tag(config=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.told: list[str] = []  # the record phase's messages for this learner (ResetAbsentGrades), all notebooks
 
     def _init_preprocessors(self) -> None:
         self.exporter._preprocessors = []
@@ -235,6 +335,8 @@ class IsolatedAutograde(Autograde):
                 instance.source_notebook = self._source_notebook
             if isinstance(instance, AddGradingNotes):
                 instance.notes = list(self.notes)
+            if isinstance(instance, ResetAbsentGrades):
+                instance.messages = self.told
             self.exporter.register_preprocessor(instance)
 
     def init_assignment(self, assignment_id: str, student_id: str) -> None:
@@ -305,8 +407,9 @@ def gradebook_has_assignment(config, root: Path, assignment: str) -> bool:
 
 
 def run_phase(config, root: Path, assignment: str, student: str, phase: str, submitted_dir: str,
-              results_dir: str = "", notes: list[str] = ()) -> None:
-    """Run one phase for one student's submission; raises on nbgrader errors."""
+              results_dir: str = "", notes: list[str] = ()) -> list[str]:
+    """Run one phase for one student's submission; raises on nbgrader errors. Returns the record phase's
+    messages for the learner: graded cells missing from the submission whose earlier points were taken back."""
     coursedir = course_directory(config, root, assignment, student)
     coursedir.submitted_directory = submitted_dir
     converter = IsolatedAutograde(coursedir=coursedir, config=config)
@@ -316,7 +419,10 @@ def run_phase(config, root: Path, assignment: str, student: str, phase: str, sub
     converter.notes = [str(n) for n in notes]
     converter.force = True
     converter._sanitizing = phase == "sanitize"  # selects the input folder: submitted or autograded
+    if phase == "record":
+        converter.told += reset_missing_notebooks(coursedir, assignment, student)
     converter.start()
+    return list(converter.told)
 
 
 def generate_feedback(config, root: Path, assignment: str, student: str) -> None:

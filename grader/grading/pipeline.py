@@ -12,7 +12,8 @@
             A worker returns the result as JSON; this process alone validates it for the job
             it submitted (grader.grading.jobs.accept) and writes the cache and build/grading/results/.
 4. record   nbgrader saves the scores in the gradebook (this process is its only writer),
-            from validated results only (grader.grading.results: fail closed); a worker writes the
+            from validated results only (grader.grading.results: fail closed), every graded cell afresh
+            (one missing from the submission scores zero: nbgrader_steps.ResetAbsentGrades); a worker writes the
             learner's feedback (hidden tests removed, grading notes on top); a CSV follows.
 
 Steps 2-4 are pipelined per learner, so the serial nbgrader steps overlap the execution.
@@ -21,7 +22,8 @@ Processes: this coordinator, and the execution slots forked from two warm proces
 once (grader.grading.slot_pool); each slot's zygote forks one sandbox per notebook.
 
 Settings: grader.grading.config.GradeConfig. A run killed at any moment (even SIGKILL) leaves the
-gradebook consistent; running it again re-executes only the jobs with no cached result.
+gradebook consistent; running it again re-executes only the jobs with no cached result. One run per
+course at a time (grader.grading.course_lock): a second one refuses, or waits with --wait.
 """
 from __future__ import annotations
 
@@ -240,8 +242,8 @@ class Phases:
     """The nbgrader steps a run calls for each learner (replaceable: tests pass fakes).
 
     ``run_phase(config, root, assignment, student, phase, submitted_dir, results_dir="", notes=())``:
-    nbgrader's "sanitize" or "record" for one learner, raising on failure
-    (``grader.grading.nbgrader_steps.run_phase``); ``mirror(root, work, assignment, student) ->
+    nbgrader's "sanitize" or "record" for one learner, raising on failure, returning messages for the learner or
+    None (``grader.grading.nbgrader_steps.run_phase``: the record phase's graded cells that are gone, now zero); ``mirror(root, work, assignment, student) ->
     messages``: the intake of one learner's submission (``grader.grading.intake.mirror_submission``).
     """
 
@@ -548,8 +550,9 @@ class GradingRun:
     def record(self, student: str) -> None:
         phase_started = time.monotonic()
         try:
-            self.phases.run_phase(self.config, self.root, self.assignment, student, "record", self.submitted_dir,
-                                  str(self.work / "results"), notes=self.messages[student])
+            told = self.phases.run_phase(self.config, self.root, self.assignment, student, "record",
+                                         self.submitted_dir, str(self.work / "results"), notes=self.messages[student])
+            self.messages[student] += list(told or [])  # graded cells gone since an earlier grading, now zero
         except Exception as error:  # noqa: BLE001
             self.messages[student].append(f"recording the grade failed: {type(error).__name__}: {str(error)[:300]}")
             self.unfinished.add(student)
@@ -660,9 +663,13 @@ def _prepare(root: Path, assignment: str, config) -> None:
 
 def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path | None = None,
           jobs: int | None = None, cell_seconds: float | None = None, notebook_seconds: float | None = None,
-          argv: list[str] = (), **settings) -> int:
+          argv: list[str] = (), wait: bool = False, **settings) -> int:
     """Grade every submission of ``assignment`` (an id, or several graded one after another by the same warm
     workers); returns an exit code (0 even if submissions fail).
+
+    One run per course at a time (``grader.grading.course_lock``, held from the first step to the CSV): another
+    run that holds the course's lock makes this one refuse (exit code 4, the other run named on stderr), or,
+    with ``wait``, wait for it.
 
     Settings (``grader.grading.config.GradeConfig``): its defaults, then the course's nbgrader_config.py,
     then ``argv`` (``--GradeConfig.x=...``), then the keywords given (``jobs``, ``cell_seconds``,
@@ -670,13 +677,25 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
 
     Exit code 1: an assignment had no submissions (the others are graded); 2: no sandbox could start
     (nothing executed, nobody scored); 3: the grader itself failed to write some learners' grade or
-    feedback (named on stderr); 130: interrupted (the gradebook holds every learner recorded so far;
-    running again completes the class).
+    feedback (named on stderr); 4: another run holds the course (nothing was done); 130: interrupted (the
+    gradebook holds every learner recorded so far; running again completes the class).
     """
+    from grader.grading.course_lock import EXIT_LOCKED, CourseLocked, course_lock
+
+    root = Path(root or course_root()).resolve()
+    try:
+        with course_lock(root, "grade", wait=wait):
+            return _grade(assignment, root, csv_path, jobs, cell_seconds, notebook_seconds, argv, settings)
+    except CourseLocked as refused:
+        print(f"nothing was graded: {refused}", file=sys.stderr)
+        return EXIT_LOCKED
+
+
+def _grade(assignment, root: Path, csv_path, jobs, cell_seconds, notebook_seconds, argv, settings) -> int:
+    """``grade``'s work, with the course's lock held."""
     assignments = [assignment] if isinstance(assignment, str) else list(dict.fromkeys(assignment))
     # nbgrader's own add_submission trips this SQLAlchemy warning on every new learner; it is noise.
     warnings.filterwarnings("ignore", message="Object of type <Submitted")
-    root = Path(root or course_root()).resolve()
     config = load_config(root)
     options = grade_config(root, {"jobs": jobs, "cell_timeout": cell_seconds, "notebook_timeout": notebook_seconds,
                                   **settings}, argv, base=config)

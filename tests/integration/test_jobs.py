@@ -55,7 +55,7 @@ def _result(job: jobs.Job) -> dict:
             "notebook": job.notebook, "source_digest": job.bundle, "notebook_digest": job.notebook_digest,
             "cells": {"0": []}, "digests": {"0": results.cell_digest("assert True")},
             "tests": {"test_x": {"status": results.PASSED}}, "notes": [], "isolation": {"mode": "userns"},
-            "complete": True, "job": job.identity()}
+            "complete": True, "executed": dict(job.submission_parts), "job": job.identity()}
 
 
 def test_a_key_depends_on_submission_bundle_and_settings_only(tmp_path):
@@ -161,6 +161,51 @@ def test_the_cache_keeps_complete_results_and_refuses_forged_files(tmp_path):
     shutil.copy(cache.path(ada.key), cache.path(bob.key))  # forged by hand: ada's result under bob's key
     assert cache.get(bob)[1] == "the result was produced for another job"
     assert [p.name for p in cache.folder.rglob("*.tmp")] == []
+    carl = _job(tmp_path, "carl")
+    unsaid = {k: v for k, v in _result(carl).items() if k != "executed"}  # does not say what it executed
+    assert jobs.accept(carl, unsaid)[0] == unsaid  # recorded (a zero or a pass, its digests checked later) ...
+    cache.put(carl, unsaid)  # ... never cached
+    assert cache.get(carl) == (None, None)
+
+
+def test_a_result_of_other_bytes_than_its_jobs_is_refused_and_never_cached(tmp_path):
+    """The executor reports what it read (the notebook's cells, the learner's folder): a file changed between the
+    job's making and its run (another grading run rewriting the folder) makes its result another job's."""
+    from grader.grading.execute import execute_submission
+    from tests.unit.test_grading_run import FakeSandbox
+
+    ada = _job(tmp_path, "ada", extra={"data.txt": "1"})
+    cache = jobs.ResultCache(tmp_path / "cache")
+
+    def run(job):
+        who = {"assignment": job.assignment, "student": job.student, "notebook": job.notebook}
+        result = execute_submission(job.notebook_path, job.source_path, {**job.options, "files": job.files}, who=who,
+                                    sandbox_factory=FakeSandbox)
+        return {**result, "job": job.identity()}
+
+    honest = run(ada)
+    assert honest["executed"] == ada.submission_parts and jobs.accept(ada, honest)[0] == honest
+    (Path(ada.files) / "data.txt").write_text("2")  # the folder changed after the job was made
+    stale = run(ada)
+    assert jobs.accept(ada, stale) == (None, "the result is of other bytes than the job's (folder changed between "
+                                             "the job's making and its run)")
+    cache.put(ada, stale)
+    assert cache.get(ada) == (None, None)
+    (Path(ada.files) / "data.txt").write_text("1")
+    nb = nbformat.read(ada.notebook_path, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("added", id="md"))  # the notebook changed (its code did not)
+    nbformat.write(nb, ada.notebook_path)
+    assert "(notebook changed" in jobs.accept(ada, run(ada))[1]
+
+    class CopiedWhileChanged(FakeSandbox):  # the folder changes while the sandbox copies it
+        def __init__(self, **options):
+            (Path(options["files"]) / "data.txt").write_text("3")
+
+    bob = _job(tmp_path, "bob", extra={"data.txt": "1"})
+    who = {"assignment": "A", "student": "bob", "notebook": "nb"}
+    result = execute_submission(bob.notebook_path, bob.source_path, {**bob.options, "files": bob.files}, who=who,
+                                sandbox_factory=CopiedWhileChanged)
+    assert "folder changed" in jobs.accept(bob, {**result, "job": bob.identity()})[1]
 
 
 # -- end to end ------------------------------------------------------------------------------
