@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
 
     commands.add_parser("bench-grade", help="time plain nbgrader against grader grade on a generated class",
                         add_help=False)
+    commands.add_parser("export", help="grades from the gradebook for Canvas, Moodle or a quoted CSV "
+                        "(grader/grading/export/)", add_help=False)
+    commands.add_parser("gradescope", help="a Gradescope autograder zip for one assignment (build/gradescope/)",
+                        add_help=False)
 
     if argv is None:
         argv = sys.argv[1:]
@@ -69,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         from grader.grading.bench import main as bench
 
         return bench(argv[1:])
+    if argv[:1] in (["export"], ["gradescope"]):
+        from grader.grading.export.command import main as export
+
+        return export(argv)
     args, extra = parser.parse_known_args(argv)
     if extra and (args.command != "grade" or not all(a.startswith("--GradeConfig.") for a in extra)):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
