@@ -47,6 +47,18 @@ class GradeConfig(Configurable):
                         "user namespaces for the sandbox (each job travels with its files: no shared filesystem). "
                         "Only this process writes the cache, gradebook and feedback."
                         ).tag(config=True)
+    submission_seconds = Float(120.0, help="The budget of one learner's submission in each step after execution "
+                                "that handles its bytes: CPU seconds to build its feedback page (a worker over it "
+                                "is stopped, and killed a few seconds later if it does not stop; three times it, "
+                                "plus 30 s, of wall-clock time). A learner over it gets a plain page with their "
+                                "scores, comments and a note instead; the class run goes on.").tag(config=True)
+    submission_memory = Integer(2 * 2**30, help="Bytes of memory a feedback worker may add while it builds one "
+                                "learner's page; over it the learner gets the plain page (see submission_seconds)."
+                                ).tag(config=True)
+    notebook_output_characters = Integer(4_000_000, help="Characters of outputs kept of one executed notebook, "
+                                         "all its cells together, for the gradebook's copy (autograded/) and the "
+                                         "feedback; beyond it text is cut and images and HTML are dropped, with a "
+                                         "note in the cell and to the learner. Scores do not change.").tag(config=True)
     scheduler_timeout = Float(20.0, help="Seconds to wait for the Dask scheduler to answer, and again for its "
                               "first worker, before grading stops with nothing scored (exit 2).").tag(config=True)
 
@@ -60,7 +72,13 @@ class GradeConfig(Configurable):
             raise ValueError("GradeConfig.jobs must be 0 (one per core) or more")
         return proposal["value"]
 
-    @validate("cell_timeout", "notebook_timeout", "scheduler_timeout")
+    @validate("submission_memory", "notebook_output_characters")
+    def _check_size(self, proposal):
+        if proposal["value"] < 2**16:
+            raise ValueError(f"GradeConfig.{proposal['trait'].name} must be at least 65536")
+        return proposal["value"]
+
+    @validate("cell_timeout", "notebook_timeout", "scheduler_timeout", "submission_seconds")
     def _check_positive(self, proposal):
         if not proposal["value"] > 0:
             raise ValueError(f"GradeConfig.{proposal['trait'].name} must be a positive number of seconds")

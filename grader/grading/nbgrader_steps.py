@@ -426,9 +426,11 @@ def run_phase(config, root: Path, assignment: str, student: str, phase: str, sub
 
 
 def generate_feedback(config, root: Path, assignment: str, student: str) -> None:
-    """nbgrader's GenerateFeedback (HTML, hidden tests removed) for one learner; raises on nbgrader errors."""
-    from nbgrader.converters import GenerateFeedback
+    """nbgrader's GenerateFeedback (HTML, hidden tests removed) for one learner; raises on nbgrader errors.
+    Only the notebooks' pages (and the files release_feedback reads) reach feedback/: never a learner's
+    own files (``grader.grading.feedback_pages``)."""
+    from grader.grading.feedback_pages import converter_class
 
-    converter = GenerateFeedback(coursedir=course_directory(config, root, assignment, student), config=config)
+    converter = converter_class()(coursedir=course_directory(config, root, assignment, student), config=config)
     converter.force = True
     converter.start()

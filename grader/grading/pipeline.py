@@ -126,6 +126,13 @@ def _init_feedback():
     die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGXCPU, signal.SIG_DFL)  # the hard CPU budget kills (feedback_pages.Budget)
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))  # no core file
+    except (ValueError, OSError):
+        pass
     gc.freeze()  # the coordinator's heap, inherited: each learner's page (BeautifulSoup's ~5,000 tags) no longer
     # sets off full collections that walk it all (18% of a learner's feedback CPU, 05_placement)
 
@@ -165,18 +172,49 @@ def nbgrader_app(root: Path, app_class, argv: list[str]) -> str | None:
 _worker_config = None
 
 
-def _feedback_task(args):
-    """One learner's feedback, in a (trusted) worker: nbgrader's HTML export is the slow part."""
+def _feedback_marker(root: str, assignment: str, pid: int) -> Path:
+    """Where a feedback worker says which learner it is working on (read when a worker was killed)."""
+    return Path(root) / "build" / "grading" / assignment / "feedback-running" / f"{pid}.json"
+
+
+def _feedback_task(args, budget: dict | None = None):
+    """One learner's feedback, in a (trusted) worker: nbgrader's HTML export is the slow part.
+
+    Within ``GradeConfig.submission_seconds`` of CPU and ``submission_memory`` (``feedback_pages.Budget``);
+    over either, the learner gets the plain page. Returns (student, problem or None), or (student, None, note)
+    when the learner got the plain page. ``args``: (root, assignment, student); ``budget``: the learner's
+    ``notes``, ``seconds``, ``memory`` and ``notebooks`` (missing ones: GradeConfig's defaults, the course's)."""
     global _worker_config
+    from grader.grading import feedback_pages, highlight_cache
     from grader.grading.nbgrader_steps import generate_feedback
 
+    defaults, budget = GradeConfig(), budget or {}
     root, assignment, student = args
+    notes, notebooks = budget.get("notes", []), budget.get("notebooks")
+    seconds = budget.get("seconds", defaults.submission_seconds)
+    memory = budget.get("memory", defaults.submission_memory)
     _worker_config = _worker_config or load_config(Path(root))  # once per worker
+    marker = _feedback_marker(root, assignment, os.getpid())
     try:
-        generate_feedback(_worker_config, Path(root), assignment, student)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"student": student, "started": time.time()}))
+    except OSError:
+        pass
+    highlight_cache.new_page()
+    try:
+        try:
+            with feedback_pages.Budget(seconds, memory):
+                generate_feedback(_worker_config, Path(root), assignment, student)
+        except feedback_pages.OverBudget as over:
+            note = feedback_pages.over_budget_note(str(over), seconds, memory)
+            feedback_pages.write_plain_pages(_worker_config, Path(root), assignment, student,
+                                             notebooks or expected_notebooks(Path(root), assignment), note, notes)
+            return student, None, note
     except (Exception, SystemExit) as error:  # noqa: BLE001 - nbgrader raises, or exits, on a broken notebook;
         # KeyboardInterrupt is not caught: an operator's Ctrl-C stops feedback as it stops grading
         return student, f"no feedback could be generated ({type(error).__name__}: {str(error)[:200]})"
+    finally:
+        marker.unlink(missing_ok=True)
     return student, None
 
 
@@ -348,18 +386,78 @@ class GradingRun:
         return ProcessPoolExecutor(max_workers=jobs, initializer=_init_feedback)
 
     def _submit_feedback(self, student: str) -> None:
-        future = self._feedback_pool().submit(_feedback_task, (str(self.root), self.assignment, student))
+        budget = {"notes": list(self.messages.get(student, [])), "seconds": self.settings.submission_seconds,
+                  "memory": self.settings.submission_memory, "notebooks": list(self.notebooks)}
+        future = self._feedback_pool().submit(_feedback_task, (str(self.root), self.assignment, student), budget)
         self.feedback[future] = student
 
+    def _sweep_feedback(self) -> None:
+        """Remove from feedback/*/ASSIGNMENT/ what is not the grader's (learner files an earlier run, plain
+        nbgrader generate_feedback or an older nbgrader copied there): ``feedback_pages.sweep``."""
+        from grader.grading.feedback_pages import sweep
+
+        try:
+            removed = sweep(self.config, self.root, self.assignment, self.notebooks)
+        except Exception as error:  # noqa: BLE001 - the grader's own disk: the run goes on, and says so
+            print(f"feedback/ could not be cleaned of learner files ({type(error).__name__}: {error})", file=sys.stderr)
+            return
+        if removed:
+            print(f"removed {len(removed)} learner file(s) an earlier run left in feedback/ (e.g. "
+                  f"{printable(removed[0], 200)}): only the grader's pages are released", file=sys.stderr)
+
+    def _over_budget_workers(self) -> dict[int, str]:
+        """pid -> student of each feedback worker that the CPU budget (SIGXCPU) or a kill (the wall-clock
+        watchdog, the kernel's OOM killer) ended while it built that learner's page."""
+        found = {}
+        for pid, process in list((getattr(self.feedback_pool, "_processes", None) or {}).items()):
+            if process.exitcode in (-signal.SIGXCPU, -signal.SIGKILL):
+                try:
+                    found[pid] = json.loads(_feedback_marker(str(self.root), self.assignment, pid).read_text())["student"]
+                except (OSError, ValueError, KeyError, TypeError):
+                    pass
+        return found
+
+    def _feedback_over_budget(self, student: str) -> None:
+        """The plain page for a learner whose feedback worker had to be killed, written here (milliseconds)."""
+        from grader.grading.feedback_pages import over_budget_note, write_plain_pages
+
+        note = over_budget_note("time", self.settings.submission_seconds, self.settings.submission_memory)
+        try:
+            write_plain_pages(self.config, self.root, self.assignment, student, self.notebooks, note,
+                              self.messages.get(student, []))
+            self.messages.setdefault(student, []).append(note)
+        except Exception as error:  # noqa: BLE001 - the grader's own disk
+            self.messages.setdefault(student, []).append(f"no feedback could be generated ({type(error).__name__})")
+            self.unfinished.add(student)
+
+    def _watch_feedback(self) -> None:
+        """Kill a feedback worker that has spent three times the budget, plus 30 s, of wall-clock time on one
+        learner (its CPU budget kills it sooner; this catches a worker that waits instead)."""
+        limit = 3 * self.settings.submission_seconds + 30
+        folder = _feedback_marker(str(self.root), self.assignment, 0).parent
+        for marker in folder.glob("*.json") if folder.is_dir() else []:
+            try:
+                started = json.loads(marker.read_text())["started"]
+                if time.time() - float(started) > limit:
+                    os.kill(int(marker.stem), signal.SIGKILL)
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+
     def _rebuild_feedback_pool(self) -> None:
-        """A feedback worker died: every feedback not yet written is asked of a fresh pool."""
+        """A feedback worker died: a learner whose page killed it (over budget) gets the plain page; every
+        other feedback not yet written is asked of a fresh pool."""
+        culprits = set(self._over_budget_workers().values())
         _kill(self.feedback_pool)
         self.feedback_pool = None
+        shutil.rmtree(_feedback_marker(str(self.root), self.assignment, 0).parent, ignore_errors=True)
         for future, student in list(self.feedback.items()):
             if future.done() and not isinstance(future.exception(), BrokenProcessPool):
                 continue
             del self.feedback[future]
-            self._submit_feedback(student)
+            if student in culprits:
+                self._feedback_over_budget(student)
+            else:
+                self._submit_feedback(student)
 
     def _new_local_pool(self, jobs: int) -> ProcessPoolExecutor:
         pool = new_slot_pool(jobs)
@@ -525,8 +623,13 @@ class GradingRun:
         """An accepted result: build/grading/results/ for the record phase (grader.grading.nbgrader_steps)."""
         from grader.grading import results
 
+        from grader.grading.output_budget import bound_outputs
+
         problem = None
         try:
+            result, cut = bound_outputs(result, self.settings.notebook_output_characters)  # what nbgrader copies
+            if cut:
+                self.messages[job.student].append(f"{job.notebook}: {cut}")
             results.write(self.work / "results" / job.student / f"{job.notebook}.json", result)
         except (OSError, ValueError) as error:  # the grader's own disk: this notebook scores zero
             result, problem = None, (f"its result could not be stored ({type(error).__name__}: {str(error)[:200]}); "
@@ -583,6 +686,7 @@ class GradingRun:
             self.unfinished.add(student)
         students = [s for s in students if s not in patterns]
         self.total = len(students) * len(self.notebooks)
+        self._sweep_feedback()
         self.progress.start(self.total)
         self.write_messages()
         if never_graded(self.root, self.assignment, students):
@@ -602,15 +706,23 @@ class GradingRun:
         self.progress.close()
         self.timings["all executed at"] = time.monotonic() - self.started
         while self.feedback:
-            future = next(iter(self.feedback))
+            done, _ = wait(list(self.feedback), timeout=5, return_when=FIRST_COMPLETED)
+            if not done:
+                self._watch_feedback()
+                continue
+            future = next(iter(done))
+            note = None
             try:
-                student, problem = future.result()
+                student, problem, *noted = future.result()
+                note = noted[0] if noted else None
             except BrokenProcessPool:
                 self._rebuild_feedback_pool()
                 continue
             except Exception as error:  # noqa: BLE001
                 student, problem = self.feedback[future], f"no feedback could be generated ({type(error).__name__})"
             del self.feedback[future]
+            if note:
+                self.messages[student].append(note)
             if problem:
                 self.messages[student].append(problem)
                 self.unfinished.add(student)
