@@ -4,7 +4,11 @@ In a live IPython kernel (JupyterLab, Colab, a classic notebook), each event app
 
     {"exercise": "rms_norm", "kind": "check" | "hint", "check": "check_rms_norm" | None,
      "outcome": "passed" | "failed" | "not_implemented" | "error" | None,
-     "misconceptions": ["rms.eps_outside_sqrt", ...], "level": 1..4 | None, "time": 1767225600.0}
+     "misconceptions": ["rms.eps_outside_sqrt", ...], "level": 1..4 | None, "time": 1767225600.0,
+     "run": 12}
+
+``run`` (absent outside a kernel's cell, and in older records) is the kernel's execution count of the cell that ran the check: the checks one cell runs
+are one run of the exercise (records saved before it existed read as None: one run each).
 
 to a log in the kernel, and displays an invisible output (``text/plain`` is empty) carrying
 every record of that exercise so far (the last ``KEEP``) under ``MIME``. So the log is saved
@@ -105,6 +109,15 @@ def clear() -> None:
 
 
 # ------------------------------------------------------------------ the log
+def execution_count() -> int | None:
+    """The running cell's execution count in a kernel, or None."""
+    try:
+        count = getattr(shell(), "execution_count", None)
+    except Exception:  # noqa: BLE001
+        return None
+    return count if type(count) is int and 0 <= count < 2**31 else None
+
+
 def record(exercise: str, kind: str, check: str | None = None, outcome: str | None = None,
            misconceptions=(), level: int | None = None) -> dict | None:
     """Append one record and display this exercise's records; in a plain process, do nothing.
@@ -120,7 +133,8 @@ def record(exercise: str, kind: str, check: str | None = None, outcome: str | No
         if now <= _last_time:
             now = _last_time + 1e-6  # distinct times: (exercise, kind, check, time) is the record's key
         candidate = {"exercise": exercise, "kind": kind, "check": check, "outcome": outcome,
-                     "misconceptions": list(misconceptions or ()), "level": level, "time": now}
+                     "misconceptions": list(misconceptions or ()), "level": level, "time": now,
+                     "run": execution_count() if kind == "check" else None}
         valid = validate(candidate)
         if valid is None:
             return None
@@ -236,11 +250,17 @@ def validate(r) -> dict | None:
             clean_ids.append(item)
         if not _exact(when, int, float):
             return None
+        run = r.get("run")
+        if run is not None and not (_exact(run, int) and 0 <= run < 2**31 and kind == "check"):
+            return None
         when = float(when)
         if not math.isfinite(when) or not 0.0 <= when <= TIME_LIMIT:
             return None
-        return {"exercise": exercise, "kind": kind, "check": check, "outcome": outcome,
-                "misconceptions": clean_ids, "level": level, "time": when}
+        clean = {"exercise": exercise, "kind": kind, "check": check, "outcome": outcome,
+                 "misconceptions": clean_ids, "level": level, "time": when}
+        if run is not None:  # absent from records written before runs were counted
+            clean["run"] = run
+        return clean
     except Exception:  # noqa: BLE001 - a hostile mapping
         return None
 

@@ -1,25 +1,32 @@
 """The learner's loop: ``hint("rms_norm")`` and ``progress()``, built on the attempt log.
 
-``hint`` climbs a ladder, one step per call, per exercise:
+``hint`` climbs a ladder, per exercise, one step per call, and each step is earned by trying:
 
-1. the idea (``grader.exercises``: the concept, in words);
+1. the idea (``grader.exercises``: the concept, in words): always open;
 2. what your checks said: the catalogue's hint (``grader.catalogue``) for the mistake(s) your
-   last failed check of that exercise named;
-3. the shape of the code, in words;
+   last failed check of that exercise named. Opens once the exercise's checks have run on a
+   written function;
+3. the shape of the code, in words. Opens after a failed run of the checks since step 2 was
+   first shown (use step 2, try again, and fail again);
 4. only in the self-study edition (``notebooks/``, whose hidden first cells register the
-   sketches with ``register_solutions``): a solution sketch, once you have run that
-   exercise's checks 3 times, or when you ask again after being told to wait.
+   sketches with ``register_solutions``): a solution sketch, after step 3 and at least
+   ``SKETCH_AFTER_FAILED_RUNS`` failed runs of that exercise's checks.
+
+Asking again never climbs by itself: a call whose next step is still closed shows the highest
+open step again and says what opens the next one. A *run* is one execution of a cell: the
+several checks a test cell calls count once (``grader.attempts``: a record's ``run``).
 
 ``progress()`` shows one table for the notebook: per exercise ✔ (every check last passed),
 ✘ (a check last failed) or – (never run, or not written yet), the last diagnosis, how many
-times the checks ran, and the highest hint step seen. It reads the attempt log only and
-never runs a check.
+times the checks ran, and where it stands on the hint ladder (the step seen, and what opens
+the next). It reads the attempt log only and never runs a check.
 
 Importing this module registers the observer that feeds the log (``grader.attempts``).
 """
 from __future__ import annotations
 
 import base64
+import itertools
 import sys
 import zlib
 
@@ -27,12 +34,15 @@ from grader import attempts
 from grader.compare import add_observer
 from grader.exercises import EXERCISES, NOTEBOOKS, Exercise, for_notebook, of_check
 
-SKETCH_AFTER_RUNS = 3
+SKETCH_AFTER_FAILED_RUNS = 2
+KEEP_PLAIN = 200                     # check records kept per exercise outside a kernel
 TITLES = {1: "the idea", 2: "what your checks said", 3: "the shape of the code", 4: "a solution sketch"}
 SYMBOLS = {"passed": "✔", "failed": "✘", "none": "–"}
 
 _solutions: dict[str, str] = {}      # exercise -> zlib + base64 of its solution region
 _plain_hints: dict[str, list] = {}   # hint records outside a kernel, where the log keeps nothing
+_plain_checks: dict[str, list] = {}  # check records outside a kernel (this process only), for the ladder
+_plain_clock = itertools.count(1)    # their order (a plain process keeps no times)
 
 
 # ------------------------------------------------------------------ the observer
@@ -41,8 +51,14 @@ def _observe(event: dict) -> None:
     exercise = of_check(event.get("check")) or EXERCISES.get(event.get("subject"))
     if exercise is None:
         return
-    attempts.record(exercise.name, "check", check=event.get("check"), outcome=event.get("outcome"),
-                    misconceptions=list(event.get("misconceptions") or ()))
+    misconceptions = list(event.get("misconceptions") or ())
+    if attempts.record(exercise.name, "check", check=event.get("check"), outcome=event.get("outcome"),
+                       misconceptions=misconceptions) is None:
+        kept = _plain_checks.setdefault(exercise.name, [])
+        kept.append({"exercise": exercise.name, "kind": "check", "check": event.get("check"),
+                     "outcome": event.get("outcome"), "misconceptions": misconceptions, "level": None,
+                     "time": float(next(_plain_clock)), "run": None})
+        del kept[:-KEEP_PLAIN]
 
 
 add_observer(_observe)
@@ -81,18 +97,101 @@ def _code(name: str) -> str:
 
 
 # ------------------------------------------------------------------ the ladder
+def runs_of(checks: list[dict]) -> list[dict]:
+    """Check records grouped into runs: consecutive records of one cell execution (same ``run``) are one run.
+
+    Each run: {"outcome": "failed" (a check failed or raised), "passed", or "not_implemented" (nothing
+    written yet), "time": its last record's time}.
+    """
+    found: list[dict] = []
+    previous = object()
+    for r in checks:
+        key = r.get("run")
+        if key is None or key != previous or not found:
+            found.append({"outcomes": [], "time": r["time"]})
+        previous = key
+        found[-1]["outcomes"].append(r["outcome"])
+        found[-1]["time"] = r["time"]
+    for run in found:
+        outcomes = run.pop("outcomes")
+        run["outcome"] = ("failed" if any(o in ("failed", "error") for o in outcomes) else
+                          "not_implemented" if all(o == "not_implemented" for o in outcomes) else "passed")
+    return found
+
+
 class _State:
-    """What the log says about one exercise."""
+    """What the log says about one exercise: its runs, and where it stands on the ladder."""
 
     def __init__(self, exercise: Exercise, log: list[dict]):
         mine = [r for r in log if r["exercise"] == exercise.name]
         self.checks = [r for r in mine if r["kind"] == "check"]
         hints = [r for r in mine if r["kind"] == "hint"]
-        self.runs = sum(1 for r in self.checks if r["outcome"] != "not_implemented")
+        runs = runs_of(self.checks)
+        self.runs = sum(1 for r in runs if r["outcome"] != "not_implemented")
+        self.failed_runs = [r for r in runs if r["outcome"] == "failed"]
         self.top = max((r["level"] for r in hints), default=0)
-        self.at_three = sum(1 for r in hints if r["level"] == 3)
+        step_two = min((r["time"] for r in hints if r["level"] >= 2), default=None)
+        self.failed_since_two = (0 if step_two is None else
+                                 sum(1 for r in self.failed_runs if r["time"] > step_two))
         self.last_failed = next((r for r in reversed(self.checks) if r["outcome"] in ("failed", "error")), None)
         self.last = self.checks[-1] if self.checks else None
+        self.passing = bool(runs) and runs[-1]["outcome"] == "passed"
+        self.sketches = exercise.name in _solutions
+
+    @property
+    def total(self) -> int:
+        return 4 if self.sketches else 3
+
+    def open(self, level: int) -> bool:
+        """Whether step ``level`` has been earned."""
+        if level <= 1:
+            return True
+        if level == 2:
+            return self.runs >= 1
+        if level == 3:
+            return self.top >= 2 and self.failed_since_two >= 1
+        return self.sketches and self.top >= 3 and len(self.failed_runs) >= SKETCH_AFTER_FAILED_RUNS
+
+    def highest_open(self) -> int:
+        """The highest step seen (or step 1), and the next one once it is open."""
+        level = max(self.top, 1)
+        if level < self.total and self.open(level + 1):
+            level += 1
+        return level
+
+    def unlock(self, level: int, name: str, first_check: str) -> str:
+        """What opens step ``level``, in one sentence."""
+        run_it = f"{first_check}({name})"
+        if level == 2:
+            return (f"Step 2 ({TITLES[2]}) opens once the checks have run on your own code: write {name}, run "
+                    f"{run_it} (the test cell below the exercise), then call {_code(name)} again.")
+        if level == 3:
+            if self.passing:
+                return f"Your last run of the checks of {name} passed: there is nothing left to unlock."
+            return (f"Step 3 ({TITLES[3]}) opens after a failed run since you saw step 2: change your code with "
+                    f"step 2 in mind, run {run_it} again, and if it still fails call {_code(name)} again.")
+        left = max(SKETCH_AFTER_FAILED_RUNS - len(self.failed_runs), 1)
+        if self.passing:
+            return f"Your last run of the checks of {name} passed: there is nothing left to unlock."
+        return (f"The solution sketch opens after step 3 and {SKETCH_AFTER_FAILED_RUNS} failed runs of the checks "
+                f"of {name} (so far {len(self.failed_runs)}): write your version from step 3, run {run_it} "
+                f"({left} more failed run(s) needed), then call {_code(name)} again.")
+
+    def ladder(self) -> str:
+        """Where the exercise stands: the step seen, and what opens the next one (for progress())."""
+        if not self.top:
+            return "–"
+        seen = f"{self.top} of {self.total}"
+        nxt = self.top + 1
+        if nxt > self.total:
+            return seen
+        if self.open(nxt):
+            return f"{seen} (step {nxt} open)"
+        need = {2: "run the checks", 3: "a failed run since step 2",
+                4: f"{SKETCH_AFTER_FAILED_RUNS} failed runs"}[nxt]
+        if self.passing and nxt >= 3:
+            return seen
+        return f"{seen} (step {nxt} after {need})"
 
 
 def _resolve(name_or_function) -> Exercise | None:
@@ -157,26 +256,24 @@ def _diagnosis(exercise: Exercise, state: _State) -> tuple[str, str, list]:
 
 
 def _next_step(exercise: Exercise, state: _State, requested) -> tuple[int, str | None]:
-    """The step to show, and why it is not the one asked for (or None)."""
-    top = state.top
+    """The step to show, and the step that is still closed (or None)."""
+    reachable = state.highest_open()
     if isinstance(requested, int) and not isinstance(requested, bool):
-        want = min(max(requested, 1), top + 1, 4)
+        want = min(max(requested, 1), state.total)
     else:
-        want = min(top + 1, 4)
-    if want < 4:
+        want = min(state.top + 1, state.total)
+    if want <= reachable:
         return want, None
-    if exercise.name not in _solutions:
-        return 3, "edition"
-    if state.runs >= SKETCH_AFTER_RUNS or top >= 4 or state.at_three >= 2:
-        return 4, None
-    return 3, "wait"
+    return reachable, want
 
 
 def hint(name_or_function=None, step=None) -> None:
     """The next hint for one exercise: ``hint("rms_norm")`` or ``hint(rms_norm)``.
 
-    Each call climbs one step: the idea, what your checks said, the shape of the code, and
-    (in the self-study edition) a solution sketch. ``hint("rms_norm", 2)`` shows step 2
+    Each call climbs one step when that step is earned: the idea; what your checks said (once
+    they have run); the shape of the code (after a failed run since step 2); and, in the
+    self-study edition, a solution sketch (after two failed runs). Otherwise it shows the
+    highest open step again and says what opens the next. ``hint("rms_norm", 2)`` shows step 2
     again, e.g. after a new failed check.
     """
     namespace = sys._getframe(1).f_globals
@@ -184,10 +281,12 @@ def hint(name_or_function=None, step=None) -> None:
     if exercise is None:
         _unknown(name_or_function, namespace)
         return
-    state = _State(exercise, attempts.records(exercise.name) + _plain_hints.get(exercise.name, []))
-    level, why = _next_step(exercise, state, step)
-    total = 4 if exercise.name in _solutions else 3
     name = exercise.name
+    log = sorted(attempts.records(name) + _plain_hints.get(name, []) + _plain_checks.get(name, []),
+                 key=lambda r: r["time"])
+    state = _State(exercise, log)
+    level, closed = _next_step(exercise, state, step)
+    total = state.total
     shown_ids: list = []
     if level == 1:
         body_md = body_text = exercise.concept
@@ -203,25 +302,20 @@ def hint(name_or_function=None, step=None) -> None:
         body_md = f"{intro}\n\n```python\n{sketch.rstrip()}\n```"
         body_text = intro + "\n\n" + "\n".join("    " + line for line in sketch.rstrip().splitlines())
     notes = []
-    if why == "edition" and (step is None or step >= 4):
+    if level > state.top:
+        state.top = level
+        if level == 2:
+            state.failed_since_two = 0  # step 2 is seen now: only runs after it count
+    nxt = state.top + 1
+    if closed is not None:
+        notes.append(state.unlock(closed, name, exercise.checks[0]))
+    elif nxt <= total:
+        notes.append(f"Call {_code(name)} again for step {nxt}: {TITLES[nxt]}." if state.open(nxt)
+                     else state.unlock(nxt, name, exercise.checks[0]))
+    elif total == 3:
         notes.append("This is the last hint in this edition: the graded notebooks have no solution sketches. "
                      "Compare your code with the derivation in the notebook, one quantity at a time.")
-    elif why == "wait":
-        left = SKETCH_AFTER_RUNS - state.runs
-        notes.append(f"A solution sketch is kept for after you have tried: you have run the checks of {name} "
-                     f"{state.runs} time(s). Run them {left} more time(s), or call {_code(name)} once more to "
-                     "see the sketch now.")
-    elif max(state.top, level) < 3:
-        upcoming = max(state.top, level) + 1
-        notes.append(f"Call {_code(name)} again for step {upcoming}: {TITLES[upcoming]}.")
-    elif level < 3:
-        notes.append(f"Call {_code(name)} again to go on up the ladder.")
-    elif level == 3 and total == 4:
-        notes.append(f"Call {_code(name)} again for step 4: a solution sketch"
-                     + (f" (after {SKETCH_AFTER_RUNS} runs of the checks, or when you ask twice)."
-                        if state.runs < SKETCH_AFTER_RUNS else "."))
-    elif level == 3:
-        notes.append("This is the last hint in this edition.")
+    notes = [n for n in notes if n]
     title = f"Hint {level} of {total} for {name}: {TITLES[level]}"
     markdown = f"**{title}**\n\n{body_md}" + "".join(f"\n\n*{n.replace(_code(name), '`' + _code(name) + '`')}*"
                                                      for n in notes)
@@ -229,7 +323,8 @@ def hint(name_or_function=None, step=None) -> None:
     _emit(markdown, text)
     if attempts.record(name, "hint", level=level, misconceptions=shown_ids) is None:
         _plain_hints.setdefault(name, []).append({"exercise": name, "kind": "hint", "check": None, "outcome": None,
-                                                  "misconceptions": shown_ids, "level": level, "time": 0.0})
+                                                  "misconceptions": shown_ids, "level": level,
+                                                  "time": float(next(_plain_clock)), "run": None})
 
 
 # ------------------------------------------------------------------ progress
@@ -270,16 +365,13 @@ def _rows(notebook: str, log: list[dict]) -> list[dict]:
         by_exercise.setdefault(r["exercise"], []).append(r)
     rows = []
     for exercise in for_notebook(notebook):
-        mine = by_exercise.get(exercise.name, [])
+        mine = sorted(by_exercise.get(exercise.name, []) + _plain_hints.get(exercise.name, [])
+                      + _plain_checks.get(exercise.name, []), key=lambda r: r["time"])
         last: dict[str, dict] = {}
-        runs, top = 0, 0
         for r in mine:
             if r["kind"] == "check":
                 last[r["check"]] = r
-                runs += r["outcome"] != "not_implemented"
-            else:
-                top = max(top, r["level"])
-        top = max([top] + [r["level"] for r in _plain_hints.get(exercise.name, [])])
+        state = _State(exercise, mine)
         failing = [r for r in last.values() if r["outcome"] in ("failed", "error")]
         if failing:
             status = "failed"
@@ -293,9 +385,8 @@ def _rows(notebook: str, log: list[dict]) -> list[dict]:
             latest = max(failing, key=lambda r: r["time"])
             names = [e.name for e in map(_entry, latest["misconceptions"]) if e is not None]
             diagnosis = names[0] if names else f"see the message of {latest['check']}"
-        total = 4 if exercise.name in _solutions else 3
-        rows.append({"exercise": exercise.name, "status": status, "diagnosis": diagnosis, "attempts": runs,
-                     "hint": f"{top} of {total}" if top else "–"})
+        rows.append({"exercise": exercise.name, "status": status, "diagnosis": diagnosis, "attempts": state.runs,
+                     "hint": state.ladder()})
     return rows
 
 
@@ -319,7 +410,8 @@ def progress(notebook: str | None = None) -> None:
     md = [f"**Your progress in {chosen}**", "", "| " + " | ".join(header) + " |", "|---|:-:|---|--:|--:|"]
     md += ["| " + " | ".join([f"`{c[0]}`", *(v.replace("|", "/") for v in c[1:])]) + " |" for c in cells]
     md += ["", "✔ every check passed at its last run · ✘ a check failed at its last run · – not run yet "
-           "(or not written yet). Stuck? `hint(\"name\")`."]
+           "(or not written yet). A check run is one run of a test cell. Stuck? `hint(\"name\")`: each hint "
+           "step opens as you try (step 2 after a run, step 3 after a failed run since step 2)."]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
     line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()  # noqa: E731
     text = [f"Your progress in {chosen}", line(header), line(["-" * w for w in widths])] + [line(c) for c in cells]

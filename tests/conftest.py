@@ -67,6 +67,7 @@ def shown(monkeypatch):
     attempts._testing(live=True, display=bundles.append)
     monkeypatch.setattr(learner, "_solutions", {})
     monkeypatch.setattr(learner, "_plain_hints", {})
+    monkeypatch.setattr(learner, "_plain_checks", {})
     yield bundles
     attempts._stop_testing()
 

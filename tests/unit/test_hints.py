@@ -108,7 +108,8 @@ def test_hints_are_words_not_code(name):
 
 # ------------------------------------------------------------------ the ladder
 def test_ladder_for_a_diagnosed_mistake(shown):
-    """eps outside the square root: the idea, then the catalogue's hint for what the check named, then the shape."""
+    """eps outside the square root: the idea, then the catalogue's hint for what the check named, then (after
+    another failed run) the shape."""
     exercise = EXERCISES["rms_norm"]
 
     def rms_norm(x, gamma, eps=1e-6):
@@ -130,13 +131,18 @@ def test_ladder_for_a_diagnosed_mistake(shown):
             assert entry.hint in step2["text/markdown"] and entry.name in step2["text/plain"]
     else:  # a catalogue still being written: the ladder says no classic mistake matched
         assert "did not match a classic mistake" in step2["text/plain"]
+    assert "Step 3 (the shape of the code) opens after a failed run since you saw step 2" in step2["text/plain"]
 
+    again = ask(shown, "rms_norm")  # no new try: the ladder stays
+    assert "Hint 2 of 3" in again["text/plain"] and "opens after a failed run" in again["text/plain"]
+
+    assert run(check_rms_norm, rms_norm) is not None
     step3 = ask(shown, "rms_norm")
     assert "Hint 3 of 3" in step3["text/plain"] and exercise.shape in step3["text/markdown"]
     assert exercise.concept not in step3["text/markdown"]
 
     hints = [r for r in attempts.records("rms_norm") if r["kind"] == "hint"]
-    assert [r["level"] for r in hints] == [1, 2, 3]
+    assert [r["level"] for r in hints] == [1, 2, 2, 3]
     assert hints[1]["misconceptions"] == [e.id for e in entries]
 
 
@@ -153,14 +159,27 @@ def test_step_two_shows_the_catalogue_entry_of_a_common_mistake(shown):
     assert entry.concept in step2["text/markdown"]
 
 
-def test_step_two_without_a_failed_check_says_so_and_names_the_check(shown):
+def test_without_a_run_the_ladder_stays_at_step_one_and_says_how_to_open_step_two(shown):
+    outputs = [ask(shown, "welford_combine") for _ in range(4)]
+    assert all("Hint 1 of 3 for welford_combine" in o["text/plain"] for o in outputs)
+    assert "check_welford_combine(welford_combine)" in outputs[-1]["text/plain"]
+    assert "Step 2 (what your checks said) opens once the checks have run" in outputs[-1]["text/plain"]
+    asked = ask(shown, "welford_combine", 3)  # asking for a step by number does not skip the ladder either
+    assert "Hint 1 of 3" in asked["text/plain"]
+    assert {r["level"] for r in attempts.records("welford_combine")} == {1}
+
+
+def test_step_two_after_a_passing_run_says_there_is_nothing_to_diagnose(shown):
+    from grader.checks.welford import check_welford_combine
+    from tests.diagnosis_harness import solution
+
+    assert run(check_welford_combine, solution("06_welford", "welford_combine")) is None
     ask(shown, "welford_combine")
     step2 = ask(shown, "welford_combine")
-    assert "no diagnosis" in step2["text/plain"]
-    assert "check_welford_combine(welford_combine)" in step2["text/plain"]
-    again = ask(shown, "welford_combine", 2)  # revisit step 2 after running the check
-    assert "Hint 2 of" in again["text/plain"]
-    assert "Hint 3 of" in ask(shown, "welford_combine")["text/plain"]  # the ladder did not move back
+    assert "Hint 2 of" in step2["text/plain"] and "there is no mistake to diagnose" in step2["text/plain"]
+    assert "nothing left to unlock" in step2["text/plain"]
+    assert "Hint 2 of" in ask(shown, "welford_combine")["text/plain"]  # a pass opens no step 3
+    assert "Hint 1 of" in ask(shown, "welford_combine", 1)["text/plain"]  # revisiting an earlier step works
 
 
 def test_a_check_function_or_an_unknown_name_resolves_or_explains(shown):
@@ -183,22 +202,25 @@ def test_release_edition_stops_at_step_three_and_says_so(shown):
 
     for _ in range(5):
         run(check_rms_norm, rms_norm)
-    outputs = [ask(shown, "rms_norm") for _ in range(6)]
-    assert ["Hint 1 of 3", "Hint 2 of 3", "Hint 3 of 3", "Hint 3 of 3", "Hint 3 of 3", "Hint 3 of 3"] == \
-        [o["text/plain"].split(" for")[0] for o in outputs]
-    assert "no solution sketches" in outputs[3]["text/plain"]
+    heads = [ask(shown, "rms_norm")["text/plain"].split(" for")[0] for _ in range(3)]
+    assert heads == ["Hint 1 of 3", "Hint 2 of 3", "Hint 2 of 3"]  # runs before step 2 do not open step 3
+    run(check_rms_norm, rms_norm)
+    outputs = [ask(shown, "rms_norm") for _ in range(3)]
+    assert [o["text/plain"].split(" for")[0] for o in outputs] == ["Hint 3 of 3"] * 3
+    assert "no solution sketches" in outputs[0]["text/plain"]
     assert "```" not in "".join(o["text/markdown"] for o in outputs)
 
 
-def test_self_study_sketch_after_three_runs(shown):
+def test_self_study_sketch_after_two_failed_runs(shown):
     regions = register("04_rmsnorm")
 
     def rms_norm(x, gamma, eps=1e-6):
         return rms_eps_outside(x, gamma, eps)
 
-    for _ in range(3):
-        run(check_rms_norm, rms_norm)
-    steps = [ask(shown, "rms_norm") for _ in range(4)]
+    run(check_rms_norm, rms_norm)
+    steps = [ask(shown, "rms_norm"), ask(shown, "rms_norm")]
+    run(check_rms_norm, rms_norm)
+    steps += [ask(shown, "rms_norm"), ask(shown, "rms_norm")]
     assert [s["text/plain"].split(":")[0] for s in steps] == [
         "Hint 1 of 4 for rms_norm", "Hint 2 of 4 for rms_norm", "Hint 3 of 4 for rms_norm", "Hint 4 of 4 for rms_norm"]
     assert f"```python\n{regions['rms_norm'].rstrip()}\n```" in steps[3]["text/markdown"]
@@ -207,20 +229,44 @@ def test_self_study_sketch_after_three_runs(shown):
     assert "Hint 4 of 4" in ask(shown, "rms_norm")["text/plain"]  # it stays there
 
 
-def test_self_study_sketch_before_three_runs_only_when_asked_again(shown):
+def test_self_study_sketch_needs_two_failed_runs_however_often_one_asks(shown):
     register("04_rmsnorm")
     exercise = EXERCISES["rms_norm_backward"]
-    assert [ask(shown, "rms_norm_backward")["text/plain"].split(":")[0] for _ in range(3)][-1] == \
-        "Hint 3 of 4 for rms_norm_backward"
-    wait = ask(shown, "rms_norm_backward")
-    assert "Hint 3 of 4" in wait["text/plain"] and exercise.shape in wait["text/markdown"]
-    assert "run the checks of rms_norm_backward 0 time(s)" in wait["text/plain"]
-    assert "once more" in wait["text/plain"] and "```" not in wait["text/markdown"]
+    from grader.checks.rmsnorm import check_rms_norm_backward
+    from tests.implementations.rmsnorm import rms_vectorised as forward
+
+    def rms_norm_backward(dy, x, gamma, eps=1e-6):
+        dx, dgamma = solution_backward(dy, x, gamma, eps)
+        return 2.0 * dx, dgamma
+
+    from tests.diagnosis_harness import solution
+
+    solution_backward = solution("04_rmsnorm", "rms_norm_backward")
+    assert run(check_rms_norm_backward, rms_norm_backward) is not None
+    ask(shown, "rms_norm_backward")
+    ask(shown, "rms_norm_backward")
+    assert run(check_rms_norm_backward, rms_norm_backward) is not None
+    assert "Hint 3 of 4" in ask(shown, "rms_norm_backward")["text/plain"]
+    # two failed runs are there, but the sketch also waits for step 3 to have been seen: it has; so it opens
     sketch = ask(shown, "rms_norm_backward")
     assert "Hint 4 of 4" in sketch["text/plain"] and "```python" in sketch["text/markdown"]
+    assert forward is not None and exercise.shape
 
 
-def test_not_implemented_runs_do_not_unlock_the_sketch(shown):
+def test_one_failed_run_never_opens_the_sketch(shown):
+    register("04_rmsnorm")
+
+    def rms_norm(x, gamma, eps=1e-6):
+        return rms_eps_outside(x, gamma, eps)
+
+    run(check_rms_norm, rms_norm)
+    texts = [ask(shown, "rms_norm")["text/plain"] for _ in range(6)]
+    assert [t.split(":")[0] for t in texts] == ["Hint 1 of 4 for rms_norm"] + ["Hint 2 of 4 for rms_norm"] * 5
+    assert "so far 1" not in texts[-1]  # step 3 is the closed one here, and it says so
+    assert "opens after a failed run since you saw step 2" in texts[-1]
+
+
+def test_not_implemented_runs_do_not_open_step_two(shown):
     register("04_rmsnorm")
 
     def rms_norm(x, gamma, eps=1e-6):
@@ -230,17 +276,19 @@ def test_not_implemented_runs_do_not_unlock_the_sketch(shown):
         with pytest.raises(NotImplementedError):
             check_rms_norm(rms_norm)
     texts = [ask(shown, "rms_norm")["text/plain"] for _ in range(4)]
-    assert "Hint 3 of 4" in texts[3] and "0 time(s)" in texts[3]
+    assert all("Hint 1 of 4" in t for t in texts) and "opens once the checks have run" in texts[3]
 
 
 def test_outside_a_kernel_hint_prints_text_and_records_nothing(monkeypatch, capsys):
     attempts._testing(live=False)
     monkeypatch.setattr(learner, "_plain_hints", {})
+    monkeypatch.setattr(learner, "_plain_checks", {})
     try:
-        hint("layernorm")
-        hint("layernorm")
+        hint("rms_norm")
+        run(check_rms_norm, lambda x, gamma, eps=1e-6: rms_eps_outside(x, gamma, eps))
+        hint("rms_norm")
         out = capsys.readouterr()
-        assert "Hint 1 of 3 for layernorm" in out.out and "Hint 2 of 3 for layernorm" in out.out
+        assert "Hint 1 of 3 for rms_norm" in out.out and "Hint 2 of 3 for rms_norm" in out.out
         assert out.err == "" and attempts.records() == []
     finally:
         attempts._stop_testing()

@@ -150,3 +150,27 @@ def test_progress_is_fast_with_five_thousand_records(shown):
         assert out["rows"]
     print(f"progress() with 5000 records: {', '.join(f'{t * 1000:.1f} ms' for t in timings)}")
     assert max(timings) < 2.0 and min(timings) < 0.2  # "well under 2 s", even on a loaded machine
+
+
+def test_the_checks_one_cell_runs_count_as_one_run(shown, monkeypatch):
+    """A test cell calls its check several times (other shapes, eps values): one run of the cell is one run."""
+    cell = iter(range(1, 100))
+    current = {"count": next(cell)}
+    monkeypatch.setattr(attempts, "execution_count", lambda: current["count"])
+    for _ in range(3):  # three runs of a cell that calls the check four times
+        for shape in ((4, 8), (2, 3, 8), (8,), (5, 8)):
+            run(check_rms_norm, rms_wrong) if shape else None
+        current["count"] = next(cell)
+    row = table(shown, "04_rmsnorm")["rows"]["rms_norm"]
+    assert row[2] == "3", row
+    assert len([r for r in attempts.records("rms_norm") if r["kind"] == "check"]) == 12
+
+
+def test_progress_shows_where_each_exercise_stands_on_the_ladder(shown):
+    run(check_rms_norm, rms_wrong)
+    learner.hint("rms_norm")
+    assert table(shown, "04_rmsnorm")["rows"]["rms_norm"][3] == "1 of 3 (step 2 open)"
+    learner.hint("rms_norm")
+    assert table(shown, "04_rmsnorm")["rows"]["rms_norm"][3] == "2 of 3 (step 3 after a failed run since step 2)"
+    run(check_rms_norm, rms_wrong)
+    assert table(shown, "04_rmsnorm")["rows"]["rms_norm"][3] == "2 of 3 (step 3 open)"
