@@ -32,7 +32,15 @@ test -x $(PY) || $(PYTHON) -m venv $(VENV)
 $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt pip
 $(PY) -m pip install -qq --disable-pip-version-check -c constraints.txt -e ".[dev]"
 $(PY) -m compileall -q grader normlab > /dev/null || true
+$(lab_settings)
 touch $(STAMP)
+endef
+
+# The course's JupyterLab settings (tools/jupyterlab/overrides.json: no "get notified about official Jupyter
+# news?" pop-up, no update checks), where JupyterLab reads an environment's defaults:
+# <venv>/share/jupyter/lab/settings/overrides.json. Installed by `make install` and again by `make lab`.
+define lab_settings
+mkdir -p $(VENV)/share/jupyter/lab/settings && cp tools/jupyterlab/overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json || true
 endef
 
 install:
@@ -55,6 +63,7 @@ endif
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 lab: $(STAMP)
+	@$(lab_settings)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 test: $(STAMP)
