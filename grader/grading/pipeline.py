@@ -152,23 +152,6 @@ def _kill(pool: ProcessPoolExecutor | None) -> None:
         process.join(5)
 
 
-def nbgrader_app(root: Path, app_class, argv: list[str]) -> str | None:
-    """Run an nbgrader app in this process, in the course root; returns an error message or None."""
-    previous = os.getcwd()
-    os.chdir(root)
-    try:
-        app = app_class()
-        app.initialize([*argv, "--log-level=ERROR"])
-        app.start()
-    except SystemExit as exit_:
-        return None if not exit_.code else f"nbgrader {app_class.__name__} failed (exit {exit_.code})"
-    except Exception as error:  # noqa: BLE001
-        return f"nbgrader {app_class.__name__} failed: {error}"
-    finally:
-        os.chdir(previous)
-    return None
-
-
 _worker_config = None
 
 
@@ -888,10 +871,28 @@ def _print_nothing_scored(problem: str, left: list[str], done: list[str]) -> Non
 
 
 def export_csv(root: Path, csv_path: Path) -> str | None:
-    """nbgrader's CSV export of the whole gradebook; None, or why it failed."""
-    from nbgrader.apps import ExportApp
+    """The whole gradebook in nbgrader's CSV columns (``nbgrader export``'s), quoted by the csv module: nbgrader's
+    own export joins fields with bare commas, so a learner id with a comma or a quote shifted the columns after it
+    and broke the score table. None, or why it failed."""
+    from nbgrader.api import Gradebook
 
-    return nbgrader_app(root, ExportApp, [f"--to={csv_path}"])
+    from grader.grading.export.gradebook import GradebookError, db_url, read_class
+    from grader.grading.export.nbgrader_csv import write_csv
+    from grader.grading.export.roster import reconcile
+
+    try:
+        url = db_url(root)
+        with Gradebook(url) as gradebook:
+            assignments = sorted(a.name for a in gradebook.assignments)
+        grades = read_class(root, assignments, url)
+        text = write_csv(grades, reconcile(None, grades).learners, missing="zero")
+        csv_path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = csv_path.with_name(f".{csv_path.name}.{os.getpid()}.tmp")
+        temporary.write_text(text, encoding="utf-8", newline="")
+        temporary.replace(csv_path)
+    except (GradebookError, OSError, ValueError) as error:
+        return f"the grades CSV could not be written ({type(error).__name__}: {str(error)[:300]})"
+    return None
 
 
 def report_run(run: GradingRun, csv_path: Path) -> None:

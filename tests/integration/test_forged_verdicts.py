@@ -89,8 +89,8 @@ DELEGATING_LAYERNORMS = {
 JACOBIAN_VJP = ("def layer_norm_vjp(x, g, eps=1e-5):\n    d = x.size\n    c = x - x.mean()\n"
                 "    s = 1 / np.sqrt((c * c).mean() + eps)\n    xh = c * s\n"
                 "    J = s * (np.eye(d) - 1 / d - np.outer(xh, xh) / d)\n    return J.T @ g\n")
-RESET_PEAK_VJP = JACOBIAN_VJP.replace("    return J.T @ g\n", "    import tracemalloc\n    tracemalloc.reset_peak()\n"
-                                                                "    return J.T @ g\n")
+RESET_PEAK_VJP = JACOBIAN_VJP.replace("    return J.T @ g\n", "    v = J.T @ g\n    del J\n    import tracemalloc\n"
+                                                                "    tracemalloc.reset_peak()\n    return v\n")
 KEEPING_WELFORD = ("def welford_mean_var(x):\n    kept = [float(v) for v in x]\n    n = len(kept)\n"
                    "    m = sum(kept) / n\n    return m, sum((v - m) ** 2 for v in kept) / n\n")
 

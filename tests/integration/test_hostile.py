@@ -218,7 +218,8 @@ def _harvest(text):
                     continue
                 if _plausible(node.name, space[node.name]):
                     _stolen[node.name] = space[node.name]
-for _path in _course_files(globals().get("_BUDGET", 8.0)):
+# a walk of at most 3 s, well inside the 6-s cell limit however busy the machine (at 8 s it met the limit)
+for _path in _course_files(globals().get("_BUDGET", 3.0)):
     if len(_stolen) == len(_WANT):
         break
     try:
@@ -637,7 +638,8 @@ JACOBIAN_VJP = ("def layer_norm_vjp(x, g, eps=1e-5):\n    d = x.size\n    c = x 
 FORGING = {  # learner -> (answers replacing the right ones, code in the imports cell, the points it must get)
     "forge_memory_jacobian": ({"layer_norm_vjp": JACOBIAN_VJP}, "", 7.0),
     "forge_memory_reset_peak": ({"layer_norm_vjp": JACOBIAN_VJP.replace(
-        "    return J.T @ g", "    import tracemalloc\n    tracemalloc.reset_peak()\n    return J.T @ g")}, "", 7.0),
+        "    return J.T @ g", "    v = J.T @ g\n    del J\n    import tracemalloc\n    tracemalloc.reset_peak()\n    return v")},
+                                "", 7.0),
     "forge_mutation_blanked": ({"layer_norm_vjp": "def layer_norm_vjp(x, g, eps=1e-5):\n    x -= x.mean()\n"
                                                   "    s = 1 / np.sqrt((x * x).mean() + eps)\n    x *= s\n"
                                                   "    return s * (g - g.mean() - x * (g * x).mean())\n"},
@@ -653,6 +655,7 @@ FORGING = {  # learner -> (answers replacing the right ones, code in the imports
 NASTY_NAMES = {  # folder name -> must it score full marks (True), or may it get a message instead
     "nasty name ünïcødé 学生": True,
     "nasty_" + "l" * 240: True,
+    'nasty, "quoted" name': True,  # nbgrader's own CSV export left commas and quotes bare
     "nasty_ansi_\x1b[2J\x1b[31m_new\nline": False,
     "nasty_<img src=x onerror=alert(1)>": False,
 }
@@ -1006,7 +1009,7 @@ def test_every_submission_is_graded_or_explained(hostile_class):
     assert set(hostile_class.scores) <= students  # nobody graded who did not submit
 
 
-@pytest.mark.parametrize("name", list(NASTY_NAMES), ids=["unicode_spaces", "long", "ansi_newline", "html"])
+@pytest.mark.parametrize("name", list(NASTY_NAMES), ids=["unicode_spaces", "long", "comma_quotes", "ansi_newline", "html"])
 def test_nasty_folder_names(hostile_class, name):
     score, messages = hostile_class.scores.get(name), hostile_class.messages.get(name)
     if NASTY_NAMES[name]:

@@ -447,7 +447,7 @@ def test_grade_runs_each_assignment_after_the_one_before_and_names_one_nobody_su
 
     monkeypatch.setattr(pipeline, "GradingRun", Run)
     monkeypatch.setattr("grader.grading.nbgrader_steps.gradebook_has_assignment", lambda *a: True)  # no gradebook here
-    monkeypatch.setattr(pipeline, "nbgrader_app", lambda root, app, argv: exported.append(argv))
+    monkeypatch.setattr(pipeline, "export_csv", lambda root, csv_path: exported.append(csv_path))
     monkeypatch.setattr(pipeline, "report_run", lambda run, csv_path: None)
     assert pipeline.grade(["A", "C", "B"], root=course) == 1
     assert [r.assignment for r in made] == ["A", "B"] and made[0].after is None and made[1].after is made[0]
