@@ -61,6 +61,39 @@ class CheckFailed(AssertionError):
         return [f"\x1b[0;31m{type(self).__name__}{where}\x1b[0m: {lines[0]}"] + lines[1:]
 
 
+class NotWrittenYet(NotImplementedError):
+    """An exercise still raising its stub's ``NotImplementedError``: a to-do, not a crash.
+
+    Still a ``NotImplementedError`` (code that waits for one keeps working); in IPython, and so in
+    nbgrader's Validate, it shows as one line without any frame (``_render_traceback_``).
+    """
+
+    def __init__(self, name: str, check: str | None = None):
+        self.name, self.check = name, check
+        super().__init__(f"{name} is not written yet: replace the `raise NotImplementedError` in the cell that "
+                         f"defines it (above), then run this check again.")
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;33m{self.name} is not written yet\x1b[0m: replace the `raise NotImplementedError` in the "
+                "cell that defines it (above), then run this check again."]
+
+
+def _unwritten_name(error: BaseException, subject) -> str:
+    """The function whose stub raised: the deepest learner frame of the traceback, else the checked function."""
+    import traceback
+
+    name = None
+    try:
+        for frame in traceback.extract_tb(error.__traceback__):
+            if not _is_library_file(frame.filename) and frame.name.isidentifier():
+                name = frame.name
+    except Exception:  # noqa: BLE001 - a hostile traceback: name the subject
+        name = None
+    if name is None or name in ("wrapped", "run"):
+        name = getattr(subject, "__name__", None)
+    return name if isinstance(name, str) and name.isidentifier() else "this exercise"
+
+
 def fail(message: str, *ids: str) -> None:
     raise CheckFailed("\n" + message.strip() + "\n", *ids_of(message), *ids)
 
@@ -115,8 +148,10 @@ def check(function):
                 failure.check = name
             event.update(outcome="failed", misconceptions=failure.misconceptions, message=str(failure).strip()[:500])
             raise
-        except NotImplementedError:
+        except NotImplementedError as error:
             event["outcome"] = "not_implemented"
+            if depth == 0 and not isinstance(error, NotWrittenYet):
+                raise NotWrittenYet(_unwritten_name(error, subject), name) from None
             raise
         finally:
             _state.depth = depth
@@ -132,6 +167,27 @@ def preview(array: np.ndarray, limit: int = 6) -> str:
     shown = np.array2string(flat[:limit], precision=4, suppress_small=True, separator=", ")
     more = f" ... ({flat.size} values)" if flat.size > limit else ""
     return shown + more
+
+
+def preview_pair(expected: np.ndarray, actual: np.ndarray, limit: int = 6) -> tuple[str, str, str]:
+    """(expected, got, note) renderings that differ visibly when the arrays differ.
+
+    At 4 decimals a float32 rounding or an eps off by 1e-6 prints identically; then both are shown
+    with as many significant digits as it takes, and the note names the entry that differs most.
+    """
+    shown_e, shown_a = preview(expected, limit), preview(actual, limit)
+    expected, actual = np.asarray(expected, dtype=np.float64), np.asarray(actual, dtype=np.float64)
+    if shown_e != shown_a or expected.shape != actual.shape or not expected.size:
+        return shown_e, shown_a, ""
+    index = np.unravel_index(int(np.argmax(np.abs(actual - expected))), expected.shape)
+    e, a = float(expected[index]), float(actual[index])
+    if e == a:
+        return shown_e, shown_a, ""
+    digits = next((p for p in range(5, 18) if f"{e:.{p}g}" != f"{a:.{p}g}"), 17)
+    at = tuple(int(i) for i in index)
+    note = (f"  they print alike at 4 decimals; the largest difference is at index {at}: "
+            f"expected {e:.{digits}g}, got {a:.{digits}g}\n")
+    return shown_e, shown_a, note
 
 
 def strict_array(value, what: str, shape: tuple, dtype=np.float64) -> np.ndarray:
@@ -179,23 +235,132 @@ def strict_array(value, what: str, shape: tuple, dtype=np.float64) -> np.ndarray
 
 
 def assert_close(actual: np.ndarray, expected: np.ndarray, what: str, oracle: str, rtol: float,
-                 likely_cause: str | None, floor: float = 0.0) -> None:
+                 likely_cause: str | None, floor: float = 0.0, probe: "Probe | None" = None) -> None:
     """Fail with expected/got/error and a diagnosis when the relative error exceeds ``rtol``.
 
-    ``floor``: the natural size of the answer (see ``relative_error``).
+    ``floor``: the natural size of the answer (see ``relative_error``). ``probe``: re-evaluates the
+    reference at other eps values and in lower precision, to name those causes (``Probe``).
     """
     error = relative_error(actual, expected, floor)
     if error <= rtol:
         return
+    if probe is not None:
+        likely_cause = probe.cause(actual, expected, rtol, floor, likely_cause)
     cause = likely_cause or "no classic mistake matched; compare your formula with the derivation term by term."
+    shown_e, shown_a, note = preview_pair(expected, actual)
     fail(
         f"{what} is wrong.\n"
-        f"  expected ({oracle}): {preview(expected)}\n"
-        f"  got:{' ' * (len(oracle) + 9)}{preview(actual)}\n"
+        f"  expected ({oracle}): {shown_e}\n"
+        f"  got:{' ' * (len(oracle) + 9)}{shown_a}\n"
+        f"{note}"
         f"  relative error {error:.2e} (tolerance {rtol:.0e})\n"
         f"Likely cause: {cause}",
         *ids_of(likely_cause),
     )
+
+
+EPS_CANDIDATES = (1e-5, 1e-6, 1e-8, 1e-12, 1e-3, 1e-4, 1e-7, 1e-10, 0.0)  # the eps values code from the wild hard-codes
+LOW_PRECISIONS = ("float32", "bfloat16")
+
+
+class Probe:
+    """Causes read off the reference itself, re-evaluated: at another eps, or in lower precision.
+
+    ``reference(eps, dtype)`` gives the oracle's answer (as float64) for the same inputs, with another
+    ``eps`` or computed in torch's ``dtype`` ("float64", "float32", "bfloat16"); ``pick`` selects the
+    compared part of a tuple answer. ``eps_ids``: (hard-coded, ignored) catalogue ids; ``precision_ids``:
+    (float32, bfloat16) ids. A match at another eps is exact (within the check's tolerance) and overrides
+    any other cause; lower precision overrides only when the output itself is a float32/bfloat16 number,
+    else it is named when nothing else matched and the error has the size that precision leaves.
+    """
+
+    def __init__(self, reference, eps: float | None, eps_ids=("common.eps_not_used", "common.eps_not_used"),
+                 precision_ids=("common.lower_precision", "common.lower_precision"), input_dtype=np.float64):
+        self.reference, self.eps = reference, eps
+        self.eps_ids, self.precision_ids = eps_ids, precision_ids
+        self.input_dtype = np.dtype(input_dtype)
+
+    def _at(self, eps, dtype):
+        try:
+            with np.errstate(all="ignore"):
+                value = np.asarray(self.reference(eps, dtype), dtype=np.float64)
+        except Exception:  # noqa: BLE001 - a probe must never change a verdict
+            return None
+        return value if np.all(np.isfinite(value)) else None
+
+    def eps_cause(self, actual, expected, rtol, floor):
+        if self.eps is None:
+            return None
+        best, matches = None, {}
+        for candidate in EPS_CANDIDATES:
+            if abs(candidate - self.eps) <= 1e-9 * max(abs(candidate), abs(self.eps)):
+                continue
+            other = self._at(candidate, "float64")
+            if other is None or other.shape != actual.shape or relative_error(other, expected, floor) <= rtol:
+                continue  # this eps does not change the answer here: it tells nothing
+            error = relative_error(actual, other, floor)
+            if error <= (min(rtol, 1e-7) if self.input_dtype == np.float64 else rtol / 4):
+                matches[candidate] = error
+                if best is None or error < best[1]:
+                    best = (candidate, error)
+        if best is None:
+            return None
+        value = best[0]
+        if any(c <= 1e-10 for c in matches) and (value <= 1e-10 or min(e for c, e in matches.items() if c <= 1e-10)
+                                                 <= max(10 * best[1], 1e-10)):
+            value = 0.0  # eps = 0 and a negligible eps (1e-12) give the same numbers: "ignored" is the reading
+        if value == 0:
+            return tag(f"your output matches the reference computed with eps = 0 (or a negligible eps such as "
+                       f"1e-12), not with the eps={self.eps:g} passed in: eps is ignored. Use the eps argument, inside the square root.", self.eps_ids[1])
+        return tag(f"your output matches the reference at eps={value:g}, not at the eps={self.eps:g} passed in: "
+                   "eps is hard-coded (or a default of yours is used). Use the eps argument itself.", self.eps_ids[0])
+
+    def precision_cause(self, actual, expected, rtol, floor, have_cause):
+        if self.input_dtype != np.float64:
+            return None
+        error = relative_error(actual, expected, floor)
+        values, reference = actual[np.isfinite(actual)], expected[np.isfinite(expected)]
+        rounders = {"bfloat16": _bfloat16, "float32": lambda v: v.astype(np.float32).astype(np.float64)}
+        levels = {}
+        for which in ("bfloat16", "float32"):  # a bfloat16 number is a float32 number too: the narrower first
+            low = self._at(self.eps, which)
+            levels[which] = relative_error(low, expected, floor) if low is not None and low.shape == actual.shape else None
+            rounded = values.size >= 2 and np.all(values == rounders[which](values)) \
+                and not np.all(reference == rounders[which](reference))
+            level = levels[which]
+            if rounded and level and error <= 100 * level:  # the output itself is a lower-precision number, off
+                return self._precision_tag(which, error, level)  # by what that precision leaves: conclusive
+        if have_cause:
+            return None
+        for which in ("float32", "bfloat16"):
+            level = levels[which]
+            if level is not None and level > 0 and level / 10 <= error <= level * 10 and error < 0.5:
+                return self._precision_tag(which, error, level)
+        return None
+
+    def _precision_tag(self, which, error, level):
+        ident = self.precision_ids[0 if which == "float32" else 1]
+        name = "float32" if which == "float32" else "bfloat16 (or float16)"
+        size = f" ({level:.1e} for the reference computed that way)" if level else ""
+        return tag(f"your output matches a {name} evaluation: the error ({error:.1e}) is the size {name} rounding "
+                   f"leaves{size}, not a formula mistake. Part of your computation runs in lower precision "
+                   "(np.float32, .astype, .float(), a torch tensor created without dtype=torch.float64); keep the "
+                   "input's float64 throughout.", ident)
+
+    def cause(self, actual, expected, rtol, floor, likely_cause):
+        found = self.eps_cause(actual, expected, rtol, floor)
+        if found is not None and set(ids_of(found)) <= set(ids_of(likely_cause)):
+            return likely_cause  # the check's own words for the same mistake
+        if found is None:
+            found = self.precision_cause(actual, expected, rtol, floor, likely_cause is not None)
+        return found if found is not None else likely_cause
+
+
+def _bfloat16(values: np.ndarray) -> np.ndarray:
+    """``values`` rounded to bfloat16 (8 significant bits), to nearest even, as float64."""
+    as32 = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((as32 + 0x7FFF + ((as32 >> 16) & 1)) >> 16) << 16
+    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
 def call_learner(function, *args, what: str, shape_rule: str | None = None, **kwargs):
@@ -413,7 +578,8 @@ _SHAPE_IDS = {"could not be broadcast": "common.broadcast_mismatch", "must match
               "not aligned": "common.matmul_axes", "mismatch in its core dimension": "common.matmul_axes"}
 
 
-def _likely_cause(kind: str, message: str, args, shape_rule: str | None) -> Diagnosis:
+def _likely_cause(kind: str, message: str, args, shape_rule: str | None, inside: bool = False) -> Diagnosis:
+    """``inside``: the error was raised inside the learner's code, after the call itself bound its arguments."""
     lowered = message.lower()
     has_array = any(isinstance(a, np.ndarray) and a.ndim >= 1 for a in args)
     for pattern, meaning in _SHAPE_ERRORS:
@@ -439,6 +605,13 @@ def _likely_cause(kind: str, message: str, args, shape_rule: str | None) -> Diag
         return tag("your function uses a name that is not defined: a typo, or a variable or helper from a cell that "
                    "has not been run. Run the notebook from the top (Kernel > Restart & Run All).",
                    "common.undefined_name")
+    if kind == "TypeError" and ("argument" in lowered or "positional" in lowered) and inside:
+        if any(word in lowered for word in ("'dim'", "'keepdim'", "'unbiased'", "'correction'")):
+            return tag("a call inside your code, at the line shown, passed torch's dim=/keepdim=/unbiased= to a numpy "
+                       "function or method: numpy spells them axis=, keepdims= and ddof=. (Your signature is fine.)",
+                       "common.torch_method_on_array")
+        return tag("a call inside your code, at the line shown, passed arguments that function does not take "
+                   "(your own signature is fine): check the called function's parameters.", "common.learner_raised")
     if kind == "TypeError" and ("argument" in lowered or "positional" in lowered):
         return tag("the check calls your function with the signature given in the exercise; keep its parameter "
                    "names, their order and their defaults.", "common.signature_changed")
@@ -467,6 +640,17 @@ def _likely_cause(kind: str, message: str, args, shape_rule: str | None) -> Diag
                "common.learner_raised")
 
 
+def _binds(function, args, kwargs) -> bool:
+    """Whether ``function``'s signature accepts these arguments: then a TypeError about arguments came from inside."""
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    except Exception:  # noqa: BLE001 - no readable signature: assume the call itself may be at fault
+        return False
+    return True
+
+
 def learner_error(error: BaseException, function, args, kwargs, what: str, shape_rule: str | None = None) -> LearnerError:
     """The diagnosis of an exception the learner's code raised during ``function(*args, **kwargs)``."""
     kind, message = _error_parts(error)
@@ -478,7 +662,8 @@ def learner_error(error: BaseException, function, args, kwargs, what: str, shape
     where = _learner_line(error, function)
     if where:
         lines.append(f"  in your code, {where}")
-    cause = _likely_cause(kind, message, list(args) + list(kwargs.values()), shape_rule)
+    cause = _likely_cause(kind, message, list(args) + list(kwargs.values()), shape_rule,
+                          inside=_binds(function, args, kwargs) and where is not None)
     lines.append(f"Likely cause: {cause}")
     return LearnerError("\n" + "\n".join(lines) + "\n", error, what, *cause.ids)
 

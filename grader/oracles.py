@@ -17,9 +17,31 @@ def _torch():
     return torch
 
 
+_precision = ["float64"]  # torch dtype of the oracles' tensors: float64, except inside ``in_precision``
+
+
 def _tensor(array: np.ndarray, requires_grad: bool = False):
     torch = _torch()
-    return torch.tensor(np.asarray(array, dtype=np.float64), dtype=torch.float64, requires_grad=requires_grad)
+    return torch.tensor(np.asarray(array, dtype=np.float64), dtype=getattr(torch, _precision[0]),
+                        requires_grad=requires_grad)
+
+
+def _out(tensor) -> np.ndarray:
+    return tensor.detach().to(_torch().float64).numpy()
+
+
+def in_precision(dtype: str, oracle, *args, **kwargs):
+    """``oracle(*args, **kwargs)`` with every tensor in torch's ``dtype`` ("float32", "bfloat16"), as float64.
+
+    What the same computation gives in lower precision: a check compares a learner's answer with it to tell
+    rounding apart from a formula mistake (``grader.compare.Probe``).
+    """
+    saved = _precision[0]
+    _precision[0] = dtype
+    try:
+        return np.asarray(oracle(*args, **kwargs), dtype=np.float64)
+    finally:
+        _precision[0] = saved
 
 
 def layer_norm(x: np.ndarray, eps: float, gamma: np.ndarray | None = None, beta: np.ndarray | None = None) -> np.ndarray:
@@ -29,16 +51,16 @@ def layer_norm(x: np.ndarray, eps: float, gamma: np.ndarray | None = None, beta:
     weight = None if gamma is None else _tensor(gamma)
     bias = None if beta is None else _tensor(beta)
     with torch.no_grad():
-        return torch.nn.functional.layer_norm(_tensor(x), (d,), weight, bias, eps).numpy()
+        return _out(torch.nn.functional.layer_norm(_tensor(x), (d,), weight, bias, eps))
 
 
 def layer_norm_jacobian(x: np.ndarray, eps: float) -> np.ndarray:
     """Autograd Jacobian of LayerNorm without gain/shift at one token. x: (d,) -> (d, d)."""
     torch = _torch()
     d = x.shape[-1]
-    return torch.autograd.functional.jacobian(
+    return _out(torch.autograd.functional.jacobian(
         lambda t: torch.nn.functional.layer_norm(t, (d,), None, None, eps), _tensor(x)
-    ).numpy()
+    ))
 
 
 def layer_norm_grads(dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -48,7 +70,7 @@ def layer_norm_grads(dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: floa
     xt, wt, bt = _tensor(x, True), _tensor(gamma, True), _tensor(np.zeros(d), True)
     y = torch.nn.functional.layer_norm(xt, (d,), wt, bt, eps)
     dx, dgamma, dbeta = torch.autograd.grad(y, (xt, wt, bt), grad_outputs=_tensor(dy))
-    return dx.numpy(), dgamma.numpy(), dbeta.numpy()
+    return _out(dx), _out(dgamma), _out(dbeta)
 
 
 
@@ -57,7 +79,7 @@ def rms_norm(x: np.ndarray, eps: float, gamma: np.ndarray | None = None) -> np.n
     torch = _torch()
     weight = None if gamma is None else _tensor(gamma)
     with torch.no_grad():
-        return torch.nn.functional.rms_norm(_tensor(x), (x.shape[-1],), weight, eps).numpy()
+        return _out(torch.nn.functional.rms_norm(_tensor(x), (x.shape[-1],), weight, eps))
 
 
 def rms_norm_grads(dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
@@ -66,7 +88,7 @@ def rms_norm_grads(dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: float)
     xt, wt = _tensor(x, True), _tensor(gamma, True)
     y = torch.nn.functional.rms_norm(xt, (x.shape[-1],), wt, eps)
     dx, dgamma = torch.autograd.grad(y, (xt, wt), grad_outputs=_tensor(dy))
-    return dx.numpy(), dgamma.numpy()
+    return _out(dx), _out(dgamma)
 
 
 def batch_norm(x: np.ndarray, eps: float, gamma: np.ndarray | None = None,
@@ -86,7 +108,7 @@ def batch_norm(x: np.ndarray, eps: float, gamma: np.ndarray | None = None,
     bias = None if beta is None else _tensor(beta)
     with torch.no_grad():
         y = torch.nn.functional.batch_norm(_tensor(flat), None, None, weight, bias, training=True, eps=eps)
-    return y.numpy()[:n].reshape(x.shape)
+    return _out(y)[:n].reshape(x.shape)
 
 
 def norm_by_name(name: str, x: np.ndarray, eps: float) -> np.ndarray:

@@ -73,6 +73,17 @@ MISCONCEPTIONS = [
           "A helper must not share the exercise's name.",
           "Does your function call itself, perhaps through a helper with the same name?",
           "A name clash between a helper and the exercise."),
+    # ---------------------------------------------------------------- numbers a reference re-evaluation explains
+    entry("common.eps_not_used", "Epsilon ignored or hard-coded",
+          "The epsilon passed in is the one to use, inside the square root: the output must change when it does.",
+          "Search your function for a number like 1e-5, 1e-6 or 1e-8, or for an eps that is never used.",
+          "Found by re-evaluating the reference at the eps values code from elsewhere hard-codes (or at 0)."),
+    entry("common.lower_precision", "Computed in lower precision",
+          "A float64 input is computed in float64 throughout: float32 or bfloat16 intermediates leave rounding "
+          "errors far above the tolerance.",
+          "Look for single precision anywhere in your function: a cast, a float32 constant, or a torch tensor "
+          "created without asking for double precision.",
+          "The output matches a float32 or bfloat16 evaluation of the reference."),
     entry("common.memory_blowup", "An intermediate far larger than the answer",
           "The answer has the input's size; so should the work that builds it.",
           "Which intermediate in your code is much larger than the input?",

@@ -20,7 +20,8 @@ import numpy as np
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale
 from grader.compare import (
-    assert_close, call_learner, check, fail, ids_of, measure_learner_memory, passed, preview, strict_array, tag, unproven,
+    Probe, assert_close, call_learner, check, fail, ids_of, measure_learner_memory, passed, preview, strict_array, tag,
+    unproven,
 )
 from grader.numerics import central_difference_jacobian, random_input, relative_error
 
@@ -463,8 +464,10 @@ def check_layer_norm_jacobian(layer_norm_jacobian, x=None, eps=1e-5, d=6, seed=0
         if (relative_error(J, numeric, natural_size) > FD_RTOL
                 or relative_error(J, autograd, natural_size) > RTOL):
             cause = _jacobian_cause(J, x, eps)
-        assert_close(J, numeric, what, "central finite differences", FD_RTOL, cause, floor=natural_size)
-        assert_close(J, autograd, what, "torch autograd", RTOL, cause, floor=natural_size)
+        probe = Probe(lambda e, dtype, x=x: oracles.in_precision(dtype, oracles.layer_norm_jacobian, x, e), eps,
+                      eps_ids=("bwd.eps_hardcoded", "bwd.eps_ignored"))
+        assert_close(J, numeric, what, "central finite differences", FD_RTOL, cause, floor=natural_size, probe=probe)
+        assert_close(J, autograd, what, "torch autograd", RTOL, cause, floor=natural_size, probe=probe)
     passed(f"layer_norm_jacobian matches finite differences and autograd ({len(cases)} input(s), eps={eps})")
 
 
@@ -538,7 +541,9 @@ def check_layer_norm_vjp(layer_norm_vjp, layer_norm_jacobian=None, x=None, g=Non
     v = strict_array(call_learner(layer_norm_vjp, x, g, eps=eps, what=what, shape_rule=TOKEN_RULE), what, x.shape)
     reference = oracles.layer_norm_grads(g, x, np.ones(x.size), eps)[0]
     cause = _vjp_cause(v, x, g, eps, reference) if relative_error(v, reference) > RTOL else None
-    assert_close(v, reference, what, "torch autograd", RTOL, cause)
+    assert_close(v, reference, what, "torch autograd", RTOL, cause,
+                 probe=Probe(lambda e, dtype: oracles.in_precision(
+                     dtype, lambda: oracles.layer_norm_grads(g, x, np.ones(x.size), e)[0]), eps, eps_ids=("bwd.eps_hardcoded", "bwd.eps_ignored")))
     if layer_norm_jacobian is not None:
         J = strict_array(call_learner(layer_norm_jacobian, x, eps=eps, what=f"layer_norm_jacobian(x, eps={eps})",
                                       shape_rule=TOKEN_RULE),
@@ -714,5 +719,8 @@ def check_layer_norm_backward(layer_norm_backward, shape=(2, 3, 5), eps=1e-5, se
     if name is not None:
         actual = {"dx": dx, "dgamma": dgamma, "dbeta": dbeta}[name]
         expected = dict(zip(("dx", "dgamma", "dbeta"), reference))[name]
-        assert_close(actual, expected, f"{what}: {name}", "torch autograd", RTOL, cause)
+        index = ("dx", "dgamma", "dbeta").index(name)
+        assert_close(actual, expected, f"{what}: {name}", "torch autograd", RTOL, cause,
+                     probe=Probe(lambda e, dtype: oracles.in_precision(
+                         dtype, lambda: oracles.layer_norm_grads(dy, x, gamma, e)[index]), eps, eps_ids=("bwd.eps_hardcoded", "bwd.eps_ignored")))
     passed(f"layer_norm_backward matches autograd for x of shape {shape}, eps={eps}")

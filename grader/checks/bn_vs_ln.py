@@ -21,7 +21,7 @@ import numpy as np
 
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale
-from grader.compare import (LearnerError, assert_close, call_learner, check, fail, ids_of, passed, preview,
+from grader.compare import (LearnerError, Probe, assert_close, call_learner, check, fail, ids_of, passed, preview,
                             run_learner, strict_array, tag)
 from grader.numerics import random_input, relative_error
 
@@ -226,13 +226,15 @@ def _check_norm(function, name, kind, x, eps, gamma, beta, axes, oracle):
             cause = _token_alone_cause(function, x, eps, x_hat) or cause
         if kind == "LayerNorm" and not np.any(z):
             cause = _no_axis_cause(function, x, eps) or cause
-        assert_close(z, x_hat, what0, f"torch {kind.lower()}, float64", RTOL, cause, floor=1.0)
+        assert_close(z, x_hat, what0, f"torch {kind.lower()}, float64", RTOL, cause, floor=1.0,
+                     probe=_probe(lambda e: oracle(x, e, None, None), eps, _PREFIX[kind]))
     what = f"{name}(x, gamma, beta, eps={eps}) for x of shape {x.shape}"
     y = strict_array(_call(function, (x, gamma, beta, eps), what, x.shape, kind), what, x.shape)
     expected = oracle(x, eps, gamma, beta)
     cause = _affine_cause(y, x_hat, gamma, beta, _PREFIX[kind])
     assert_close(y, expected, what, f"torch {kind.lower()}, float64", RTOL,
-                 cause or tag("with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are "
+                 cause if cause is not None else _probe(lambda e: oracle(x, e, gamma, beta), eps, _PREFIX[kind]).cause(
+                     y, expected, RTOL, float(np.max(np.abs(beta)) + np.max(np.abs(gamma))), None) or tag("with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are "
                               "used: y = gamma * x_hat + beta, both of shape (d,), applied to every token.",
                               f"{_PREFIX[kind]}.affine_misapplied"),
                  floor=float(np.max(np.abs(beta)) + np.max(np.abs(gamma))))
@@ -564,19 +566,26 @@ EVAL_SHAPE_RULE = ("batch_norm_eval must accept any shape (..., d), a single tok
 RUNNING_MATCH = 1e-9  # how closely new running statistics must fit a candidate mistake to be named
 
 
+def _probe(reference, eps, prefix):
+    """A Probe of ``reference(eps)`` at other eps values and in lower precision, with this notebook's eps ids."""
+    return Probe(lambda e, dtype: oracles.in_precision(dtype, reference, e), eps,
+                 eps_ids=(f"{prefix}.eps_hardcoded", f"{prefix}.eps_ignored"))
+
+
 def _torch_running(x, gamma, beta, running_mean, running_var, training, momentum, eps):
-    """(y, new running mean, new running var) from torch's batch_norm on x: (..., d), float64."""
+    """(y, new running mean, new running var) from torch's batch_norm on x: (..., d), float64
+    (or in the precision of ``oracles.in_precision``)."""
     import torch
 
     d = x.shape[-1]
-    flat = torch.tensor(np.asarray(x, dtype=np.float64).reshape(-1, d))
-    mean = torch.tensor(np.array(running_mean, dtype=np.float64))
-    var = torch.tensor(np.array(running_var, dtype=np.float64))
-    weight = None if gamma is None else torch.tensor(np.asarray(gamma, dtype=np.float64))
-    bias = None if beta is None else torch.tensor(np.asarray(beta, dtype=np.float64))
+    flat = oracles._tensor(np.asarray(x, dtype=np.float64).reshape(-1, d))
+    mean = oracles._tensor(np.array(running_mean, dtype=np.float64))
+    var = oracles._tensor(np.array(running_var, dtype=np.float64))
+    weight = None if gamma is None else oracles._tensor(gamma)
+    bias = None if beta is None else oracles._tensor(beta)
     with torch.no_grad():
         y = torch.nn.functional.batch_norm(flat, mean, var, weight, bias, training=training, momentum=momentum, eps=eps)
-    return y.numpy().reshape(x.shape), mean.numpy(), var.numpy()
+    return oracles._out(y).reshape(x.shape), oracles._out(mean), oracles._out(var)
 
 
 def _running_start(x, seed):
@@ -809,16 +818,19 @@ def _eval_call(batch_norm_eval, x, gamma, beta, running_mean, running_var, eps):
     return what, result, changed, expected
 
 
-def _assert_affine(y, expected, x_hat, gamma, beta, what, oracle):
+def _assert_affine(y, expected, x_hat, gamma, beta, what, oracle, probe=None):
     """y for the real gain and shift, once the output for gamma = 1 and beta = 0 was right.
 
-    x_hat: the right normalised output; a wrong y is a misplaced gain or shift (bn ids).
+    x_hat: the right normalised output; a wrong y is a misplaced gain or shift (bn ids), or what ``probe`` finds.
     """
+    floor = float(np.max(np.abs(beta)) + np.max(np.abs(gamma)))
+    cause = _affine_cause(y, x_hat, gamma, beta, "bn")
+    if cause is None and probe is not None and relative_error(y, expected, floor) > RTOL:
+        cause = probe.cause(y, expected, RTOL, floor, None)
     assert_close(y, expected, what, oracle, RTOL,
-                 _affine_cause(y, x_hat, gamma, beta, "bn") or tag(
-                     "with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are used: "
-                     "y = gamma * x_hat + beta.", "bn.affine_misapplied"),
-                 floor=float(np.max(np.abs(beta)) + np.max(np.abs(gamma))))
+                 cause or tag("with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are used: "
+                              "y = gamma * x_hat + beta.", "bn.affine_misapplied"),
+                 floor=floor)
 
 
 @check
@@ -853,7 +865,7 @@ def check_batch_norm_train(batch_norm_train, shape=None, momentum=0.1, eps=1e-5,
                 (new_mean, new_var, "the new running statistics it returns")])
                 or _affine_cause(z, x_hat, ones, zeros, "bn") or _stats_cause(z, x, eps_case, axes, "BatchNorm"))
             assert_close(z, x_hat, f"y from {what0}", "torch batch_norm(training=True), float64", RTOL, cause,
-                         floor=1.0)
+                         floor=1.0, probe=_probe(lambda e: oracles.batch_norm(x, e), eps_case, "bn"))
         mean_ok = relative_error(new_mean, right_mean, floor=1.0) <= RTOL
         var_ok = relative_error(new_var, right_var, floor=1.0) <= RTOL
         if not (mean_ok and var_ok):
@@ -870,7 +882,8 @@ def check_batch_norm_train(batch_norm_train, shape=None, momentum=0.1, eps=1e-5,
         g, b = _params(d, seed, gamma, beta)
         what, (y, _, _), (expected, _, _) = _train_call(batch_norm_train, x, g, b, running_mean, running_var, m,
                                                         eps_case)
-        _assert_affine(y, expected, x_hat, g, b, f"y from {what}", "torch batch_norm(training=True), float64")
+        _assert_affine(y, expected, x_hat, g, b, f"y from {what}", "torch batch_norm(training=True), float64",
+                       _probe(lambda e: oracles.batch_norm(x, e, g, b), eps_case, "bn"))
         passed(f"batch_norm_train matches torch's batch_norm(training=True) and its updated running statistics for x "
                f"of shape {x.shape}, momentum={m:g}, eps={eps_case:g}; the inputs are unchanged")
 
@@ -984,12 +997,16 @@ def check_batch_norm_eval(batch_norm_eval, shape=None, eps=1e-5, seed=0, scale=1
                 cause = tag("on a single token the output is wrong; if your function takes statistics of x at all, "
                             "those are batch statistics. Evaluation mode uses running_mean and running_var alone.",
                             "bn.eval_uses_batch_stats") if not np.any(z) else None
-            assert_close(z, x_hat, what0, "torch batch_norm(training=False), float64", RTOL, cause, floor=1.0)
+            assert_close(z, x_hat, what0, "torch batch_norm(training=False), float64", RTOL, cause, floor=1.0,
+                         probe=_probe(lambda e: _torch_running(x, None, None, running_mean, running_var, False, 0.1,
+                                                               e)[0], eps_case, "bn"))
         g, b = _params(d, seed, gamma, beta)
         what, result, changed, expected = _eval_call(batch_norm_eval, x, g, b, running_mean, running_var, eps_case)
         if changed:
             _in_place_failure(what, changed, updates)
         y = strict_array(result, what, x.shape)
-        _assert_affine(y, expected, x_hat, g, b, what, "torch batch_norm(training=False), float64")
+        _assert_affine(y, expected, x_hat, g, b, what, "torch batch_norm(training=False), float64",
+                       _probe(lambda e: _torch_running(x, g, b, running_mean, running_var, False, 0.1, e)[0],
+                              eps_case, "bn"))
         passed(f"batch_norm_eval matches torch's batch_norm(training=False) for x of shape {x.shape}, "
                f"eps={eps_case:g}, using the running statistics only; the inputs are unchanged")

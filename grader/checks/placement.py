@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from grader.compare import (
-    CheckFailed, LearnerError, assert_close, call_learner, check, fail, ids_of, is_shape_error, passed, preview,
+    Probe, CheckFailed, LearnerError, assert_close, call_learner, check, fail, ids_of, is_shape_error, passed, preview,
     strict_array, tag,
 )
 from grader.numerics import random_input, relative_error
@@ -477,6 +477,12 @@ def _qk_oracle(q, k, g_q, g_k, eps):
     return np.matmul(q_n, np.swapaxes(k_n, -1, -2)) / np.sqrt(q.shape[-1])
 
 
+def _in_precision(dtype, oracle, *args):
+    from grader import oracles
+
+    return oracles.in_precision(dtype, oracle, *args)
+
+
 def _qk_call(qk_norm_logits, q, k, g_q, g_k, eps, what):
     return call_learner(qk_norm_logits, q, k, g_q, g_k, eps=eps, what=what, shape_rule=QK_SHAPE_RULE)
 
@@ -595,11 +601,15 @@ def check_qk_norm_logits(qk_norm_logits, cases=QK_VISIBLE, seed: int = 0):
         if cause is None:
             cause = _qk_explain(got, q, k, g_q, g_k, eps)
         if cause is None and relative_error(got, _qk_oracle(q, k, g_q, g_k, 0.0), floor=1e-12) <= QK_RTOL:
-            cause = (f"your logits are those of eps = 0: eps = {eps:g} was not used. It is added to each vector's "
-                     "mean square, inside the square root, as in notebook 04's RMSNorm.")
+            cause = tag(f"your logits are those of eps = 0: eps = {eps:g} was not used. It is added to each vector's "
+                        "mean square, inside the square root, as in notebook 04's RMSNorm.", "common.eps_not_used")
+        probe = Probe(lambda e, dt: _in_precision(dt, _qk_oracle, q, k, g_q, g_k, e), eps)
+        if cause is None:
+            cause = probe.cause(got, expected, QK_RTOL, 1e-12, None)
         if cause is None:
             cause = ("no classic mistake matched. Check each step against the formula: RMSNorm over the last axis "
                      "with eps added to the mean square inside the square root, then the gains, then q_i . k_j "
                      "divided by sqrt(d_k).")
-        assert_close(got, expected, what, "torch rms_norm, then q k^T / sqrt(d_k)", QK_RTOL, cause, floor=1e-12)
+        assert_close(got, expected, what, "torch rms_norm, then q k^T / sqrt(d_k)", QK_RTOL, cause, floor=1e-12,
+                     probe=probe)
     passed(f"qk_norm_logits agrees with torch's RMSNorm on {len(cases)} cases (shapes, T_q != T_k, batches)")

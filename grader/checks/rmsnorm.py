@@ -20,7 +20,7 @@ import numpy as np
 
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale, simplest
-from grader.compare import LearnerError, assert_close, call_learner, check, fail, ids_of, passed, strict_array, tag
+from grader.compare import LearnerError, Probe, assert_close, call_learner, check, fail, ids_of, passed, strict_array, tag
 from grader.numerics import random_input, relative_error
 
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])
@@ -336,7 +336,9 @@ def _rms_norm_case(rms_norm, x, gamma, eps, dtype, label):
     if relative_error(y, expected) > RTOL[dtype]:
         known_gain = _gain_probe(rms_norm, x_in, y, eps, dtype) if np.all(gamma64 == 1.0) else None
         cause = _forward_cause(y, x64, gamma64, eps, expected, dtype, known_gain)
-        assert_close(y, expected, what, "torch.nn.functional.rms_norm, float64", RTOL[dtype], cause)
+        probe = Probe(lambda e, dt: oracles.in_precision(dt, oracles.rms_norm, x64, e, gamma64), eps,
+                      eps_ids=("rms.eps_ignored", "rms.eps_ignored"), precision_ids=("rms.float32_inside", "rms.low_precision_statistics"), input_dtype=dtype)
+        assert_close(y, expected, what, "torch.nn.functional.rms_norm, float64", RTOL[dtype], cause, probe=probe)
 
 
 @check
@@ -631,7 +633,10 @@ def check_rms_norm_backward(rms_norm_backward, rms_norm=None, shape=(2, 3, 5), e
     if name is not None:
         actual = {"dx": dx, "dgamma": dgamma}[name]
         expected = dict(zip(("dx", "dgamma"), reference))[name]
-        assert_close(actual, expected, f"{what}: {name}", "torch autograd, float64", RTOL[dtype], cause)
+        index = ("dx", "dgamma").index(name)
+        probe = Probe(lambda e, dt: oracles.in_precision(dt, lambda: oracles.rms_norm_grads(dy64, x64, gamma64, e)[index]),
+                      eps, eps_ids=("rms.eps_ignored", "rms.eps_ignored"), precision_ids=("rms.float32_inside", "rms.low_precision_statistics"), input_dtype=dtype)
+        assert_close(actual, expected, f"{what}: {name}", "torch autograd, float64", RTOL[dtype], cause, probe=probe)
     agree = ""
     if rms_norm is not None and dtype == np.float64:
         fd_dx, fd_dgamma = _finite_difference_grads(rms_norm, dy64, x64, gamma64, eps)

@@ -84,3 +84,35 @@ print("records:", len(attempts.records()), "IPython imported:", "IPython" in __i
     assert "lncourse" not in result.stdout and "records" in result.stdout
     assert result.stdout.strip().endswith("records: 0 IPython imported: False")
     assert "Hint 1 of 3 for rms_norm" in result.stdout  # hint() still answers, as plain text
+
+
+@pytest.mark.slow  # a real ipykernel
+def test_an_unwritten_exercise_shows_one_line_and_the_learners_error_only_its_frames(tmp_path):
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import numpy as np\nfrom grader.checks.rmsnorm import check_rms_norm"),
+        nbformat.v4.new_code_cell("def rms_norm(x, gamma, eps=1e-6):\n    # YOUR CODE HERE\n    raise NotImplementedError()"),
+        nbformat.v4.new_code_cell("check_rms_norm(rms_norm)"),
+        nbformat.v4.new_code_cell("def rms_norm(x, gamma, eps=1e-6):\n"
+                                  "    r = np.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)\n    return gamma * x / r"),
+        nbformat.v4.new_code_cell("check_rms_norm(rms_norm)"),
+    ]
+    env = subprocess_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    NotebookClient(nb, timeout=300, startup_timeout=120, allow_errors=True, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=env, cwd=str(tmp_path))
+
+    (todo,) = [o for o in nb.cells[2].outputs if o.output_type == "error"]
+    shown = ANSI.sub("", "\n".join(todo.traceback))
+    assert shown.count("\n") == 0, shown
+    assert "rms_norm is not written yet: replace the `raise NotImplementedError`" in shown
+    assert "grader/" not in shown and "File " not in shown and "Traceback" not in shown
+
+    (raised,) = [o for o in nb.cells[4].outputs if o.output_type == "error"]
+    shown = ANSI.sub("", "\n".join(raised.traceback))
+    assert "in your code, line 2, in rms_norm" in shown and "common.signature" not in shown
+    assert "keep its parameter names" not in shown  # the signature-changed cause
+    assert "grader/" not in shown and "File " not in shown
+    assert not [o for cell in nb.cells for o in cell.outputs if o.output_type == "stream" and o.name == "stderr"]

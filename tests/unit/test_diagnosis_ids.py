@@ -61,7 +61,10 @@ def _raises(error):
     (lambda x: x * x.size(-1), "common.torch_method_on_array"),
     (lambda x: 1 / 0, "common.zero_division"),
     (lambda x: undefined_name_here, "common.undefined_name"),  # noqa: F821
-    (_raises(TypeError("f() got an unexpected keyword argument 'eps'")), "common.signature_changed"),
+    (lambda x, scale: x, "common.signature_changed"),  # the call itself does not bind: the signature changed
+    # raised inside the learner's code (the signature binds): never blamed on the signature
+    (_raises(TypeError("f() got an unexpected keyword argument 'eps'")), "common.learner_raised"),
+    (lambda x: x.mean(dim=-1), "common.torch_method_on_array"),
     (_raises(ValueError("not done")), "common.learner_raised"),
     (lambda x: np.empty((2**40, 2**40)), "common.memory_blowup"),
 ])
@@ -138,3 +141,57 @@ def test_the_traceback_ipython_shows_is_the_diagnosis_alone():
     assert "CheckFailed in check_inner" in lines[0] and "rms_norm(x) is wrong." in lines[0]
     assert lines[1:] == ["Likely cause: eps."]
     assert not any("grader/" in line or "File " in line for line in lines)
+
+
+def test_an_unwritten_exercise_is_a_to_do_not_a_crash():
+    """The stub's NotImplementedError becomes one short line that names the exercise, without any frame."""
+    from grader.checks.rmsnorm import check_rms_norm
+
+    def rms_norm(x, gamma, eps=1e-6):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedError) as raised:
+        check_rms_norm(rms_norm)
+    assert isinstance(raised.value, compare.NotWrittenYet)
+    (line,) = raised.value._render_traceback_()
+    assert "rms_norm is not written yet" in line and "raise NotImplementedError" in line and "File" not in line
+    assert raised.value.__suppress_context__
+
+
+def test_an_error_inside_the_learners_code_names_its_line_not_the_signature():
+    from grader.checks.rmsnorm import check_rms_norm
+
+    def rms_norm(x, gamma, eps=1e-6):
+        r = np.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)
+        return gamma * x / r
+
+    with pytest.raises(LearnerError) as raised:
+        check_rms_norm(rms_norm)
+    text = str(raised.value)
+    assert "in your code, line" in text and ".mean(dim=-1, keepdim=True)" in text
+    assert "signature" not in text.split("Likely cause:")[1].replace("Your signature is fine", "")
+    assert raised.value.misconceptions == ("common.torch_method_on_array",)
+    assert "File " not in "\n".join(raised.value._render_traceback_())
+
+
+def test_expected_and_got_that_print_alike_are_shown_with_the_digits_that_differ():
+    expected = np.array([1.0, 2.0, 3.0])
+    actual = expected * (1 + 3e-7)
+    with pytest.raises(CheckFailed) as failure:
+        compare.assert_close(actual, expected, "f(x)", "oracle", 1e-9, None)
+    text = str(failure.value)
+    assert "print alike at 4 decimals" in text and "expected 3, got 3.000001" in text
+
+
+def test_a_probe_names_a_hard_coded_eps_and_lower_precision():
+    from grader import oracles
+
+    x = np.random.default_rng(0).normal(size=(3, 8))
+    probe = compare.Probe(lambda e, dtype: oracles.in_precision(dtype, oracles.layer_norm, x, e), 1e-2)
+    expected = oracles.layer_norm(x, 1e-2)
+    hard = oracles.layer_norm(x, 1e-5)
+    assert compare.ids_of(probe.cause(hard, expected, 1e-9, 0.0, None)) == ("common.eps_not_used",)
+    assert "eps=1e-05" in probe.cause(hard, expected, 1e-9, 0.0, None)
+    single = oracles.layer_norm(x.astype(np.float32).astype(np.float64), 1e-2).astype(np.float32).astype(np.float64)
+    assert compare.ids_of(probe.cause(single, expected, 1e-9, 0.0, "a formula cause")) == ("common.lower_precision",)
+    assert probe.cause(expected * 1.01, expected, 1e-9, 0.0, "a formula cause") == "a formula cause"
