@@ -52,12 +52,15 @@ def dct_basis(d: int, frequencies) -> np.ndarray:
 class _Case:
     """V = B R: B orthogonal columns (chosen DCT frequencies, scaled), R of full row rank r = len(frequencies)."""
 
-    def __init__(self, d: int, frequencies, k: int, seed: int, mixed: bool = True):
+    def __init__(self, d: int, frequencies, k: int, seed: int, mixed: bool = True, basis: str = "dct"):
         rng = np.random.default_rng(seed)
         r = len(frequencies)
         self.d, self.r, self.k = d, r, k
         scales = rng.uniform(0.5, 2.0, size=r) * (2.0 if d > 1 else 3.0)  # never unit columns
-        self.B = dct_basis(d, frequencies) * scales  # the orthogonal "twin": same span
+        # "standard": columns along standard basis vectors e_j (j = the "frequencies"): zero rows, V[0, 0] == 0
+        # unless e_0 is among them, the inputs a special case on V's first entry gets wrong
+        directions = np.eye(d)[:, list(frequencies)] if basis == "standard" else dct_basis(d, frequencies)
+        self.B = directions * scales  # the orthogonal "twin": same span
         if not mixed and k == r:
             R = np.eye(r)
         else:
@@ -182,12 +185,13 @@ def check_complement_projection(complement_projection, cases=None):
 
     Judged by properties only (symmetric, idempotent, P V = 0, trace d - r, which pin it down), on test
     matrices V = B R built from orthogonal cosine columns B, so the span and its dimension r are known.
-    ``cases`` is a tuple of (d, frequencies, k, seed, mixed); the default runs the standard four: the
+    ``cases`` is a tuple of (d, frequencies, k, seed, mixed[, basis]), basis "dct" (the default) or "standard"
+    (columns along the standard basis vectors numbered by ``frequencies``); the default runs the standard four: the
     all-ones column (the centring matrix), orthogonal, non-orthogonal and dependent columns.
     """
     report = []
-    for d, frequencies, k, seed, mixed in (STANDARD_PROJECTION_CASES if cases is None else cases):
-        case = _Case(d, frequencies, k, seed, mixed)
+    for d, frequencies, k, seed, mixed, *basis in (STANDARD_PROJECTION_CASES if cases is None else cases):
+        case = _Case(d, frequencies, k, seed, mixed, *basis)
         what = f"complement_projection(V) for {case.describe()}"
         try:
             P = call_learner(complement_projection, case.V, what=what, shape_rule=SHAPE_RULES["complement_projection"])

@@ -192,6 +192,24 @@ def solution_edition(source_nb: nbformat.NotebookNode):
     return nb
 
 
+NOTEBOOK_LINK = re.compile(r"\]\((\d\d_[A-Za-z0-9_]+)\.ipynb((?:#[^)\s]*)?)\)")
+
+
+def release_links(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Cross-notebook links for release/, where each assignment is its own folder.
+
+    The source writes them as in notebooks/ and solutions/ (flat: ``](04_rmsnorm.ipynb#anchor)``); in
+    release/NN_x/NN_x.ipynb they become ``](../04_rmsnorm/04_rmsnorm.ipynb#anchor)``, and a link to the
+    repository (``](../README.md)``, one folder up from notebooks/) goes one folder further up. Markdown cells only
+    (never a graded cell, whose checksum nbgrader keeps).
+    """
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and not cell.metadata.get("nbgrader", {}).get("locked"):
+            source = cell.source.replace("](../", "](../../")  # the repository, one folder further up
+            cell.source = NOTEBOOK_LINK.sub(lambda m: f"](../{m.group(1)}/{m.group(1)}.ipynb{m.group(2)})", source)
+    return nb
+
+
 def write_notebook(nb: nbformat.NotebookNode, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.validate(nb)
@@ -224,7 +242,7 @@ def build(root: Path | None = None, assignments: list[str] | None = None) -> lis
     for assignment, source_nb in source_notebooks.items():
         release_path = root / "release" / assignment / f"{assignment}.ipynb"
         release_nb = nbformat.read(release_path, as_version=4)
-        write_notebook(release_nb, release_path)  # normalise nbgrader's formatting
+        write_notebook(release_links(copy.deepcopy(release_nb)), release_path)  # normalise nbgrader's formatting
         write_notebook(self_study_edition(release_nb, root, assignment, source_nb),
                        root / "notebooks" / f"{assignment}.ipynb")
         write_notebook(solution_edition(source_nb), root / "solutions" / f"{assignment}.ipynb")

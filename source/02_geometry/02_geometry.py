@@ -184,6 +184,10 @@ check_complement_projection(complement_projection, cases=(
     (17, (1, 2, 5), 6, 3, True),  # six columns spanning three directions
     (256, (0,), 1, 4, False),  # the centring matrix at d = 256
     (8, (0, 1, 2), 3, 5, True),
+    (6, (2,), 1, 8, False, "standard"),  # V a multiple of e_2: a zero first row, V[0, 0] == 0
+    (7, (1, 4), 2, 9, False, "standard"),  # standard-basis columns, zero first row
+    (5, (1, 3), 4, 10, True, "standard"),  # rank 2 from four columns, zero first row
+    (6, (0, 3), 3, 11, True, "standard"),  # rank-deficient, e_0 among the directions
 ))
 ### END HIDDEN TESTS
 

@@ -111,3 +111,20 @@ def test_norm_squared_check_prints_and_never_raises(capsys):
     assert checks.check_norm_squared(lambda x, eps: float(x.size)) is False
     assert checks.check_norm_squared(lambda x, eps: 1 / 0) is False
     assert checks.check_norm_squared(lambda x, eps: np.ones(3)) is False
+
+
+def test_hidden_tests_reject_a_special_case_on_the_first_entry():
+    """issue 42: returning 0 whenever V[0, 0] == 0 passed every check; standard-basis, zero-first-row and
+    rank-deficient bases in the hidden tests now catch it, and the correct implementations still pass."""
+    from tests.diagnosis_harness import diagnose, solution
+
+    right = solution("02_geometry", "complement_projection")
+
+    def complement_projection(V):
+        if V[0, 0] == 0:
+            return np.zeros((V.shape[0], V.shape[0]))
+        return right(V)
+
+    outcome = diagnose("02_geometry", "complement_projection", complement_projection)
+    assert not outcome.passed and outcome.test == "test_complement_projection", outcome
+    assert diagnose("02_geometry", "complement_projection", right).passed
