@@ -37,7 +37,7 @@ import stat
 import sys
 import time
 import warnings
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -120,9 +120,15 @@ def _init_feedback():
     """A feedback worker: forked from the coordinator (nbgrader already imported), no sandbox."""
     from grader.grading import highlight_cache, soup_cache, template_cache
 
-    template_cache.install()  # the HTML templates compiled once per worker, not once per learner
-    highlight_cache.install()  # and the class's common code cells highlighted once
-    soup_cache.install()  # and nbconvert's accessibility pass parses each common cell once
+    # speed only, each: one that cannot install (another nbconvert, a broken cache) leaves nbconvert's own way
+    for cache, what in ((template_cache, "the HTML templates compiled once per worker, not once per learner"),
+                        (highlight_cache, "the class's common code cells highlighted once"),
+                        (soup_cache, "nbconvert's accessibility pass parsing each common cell once")):
+        try:
+            cache.install()
+        except Exception as error:  # noqa: BLE001 - a speed-up lost, never a feedback page
+            print(f"feedback: {cache.__name__} is off ({type(error).__name__}: {str(error)[:200]}): {what}, no "
+                  "longer", file=sys.stderr)
     die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -237,6 +243,7 @@ class Interrupted(KeyboardInterrupt):
 
 NBGRADER_GLOB_CHARACTERS = "*?["  # in a student id, nbgrader's glob (notebook files) matches other learners
 MAX_ATTEMPTS = 2  # a notebook whose worker died is run again once, then scores zero
+MAX_FEEDBACK_POOLS = 3  # feedback pools in a row that die before any page comes back: then no more are started
 
 
 @dataclass(frozen=True)
@@ -321,6 +328,7 @@ class GradingRun:
         self.left: dict[str, int] = {}  # notebooks still executing, per learner
         self.executing: dict = {}  # future -> Task
         self.broken_at_submit = 0  # pools found broken when a job was sent, since the last result
+        self.feedback_pools_lost = 0  # feedback pools that died since the last page came back (MAX_FEEDBACK_POOLS)
         self.feedback: dict = {}  # future -> student
         self.waiting: list[Task] = []  # tasks sanitised before the probe answered
         self.seconds: dict = {}
@@ -371,8 +379,21 @@ class GradingRun:
     def _submit_feedback(self, student: str) -> None:
         budget = {"notes": list(self.messages.get(student, [])), "seconds": self.settings.submission_seconds,
                   "memory": self.settings.submission_memory, "notebooks": list(self.notebooks)}
-        future = self._feedback_pool().submit(_feedback_task, (str(self.root), self.assignment, student), budget)
+        if self.feedback_pools_lost > MAX_FEEDBACK_POOLS:
+            self._no_feedback(student)
+            return
+        try:
+            future = self._feedback_pool().submit(_feedback_task, (str(self.root), self.assignment, student), budget)
+        except BrokenProcessPool as error:  # the pool died meanwhile: the collecting loop rebuilds it (counted)
+            future = Future()
+            future.set_exception(error)
         self.feedback[future] = student
+
+    def _no_feedback(self, student: str) -> None:
+        self.messages[student].append(f"no feedback could be generated: {MAX_FEEDBACK_POOLS + 1} feedback workers in a "
+                                      "row died before writing any page (the grader's environment, not the notebook); "
+                                      "the grade is recorded: tell the instructor")
+        self.unfinished.add(student)
 
     def _sweep_feedback(self) -> None:
         """Remove from feedback/*/ASSIGNMENT/ what is not the grader's (learner files an earlier run, plain
@@ -432,6 +453,7 @@ class GradingRun:
         culprits = set(self._over_budget_workers().values())
         _kill(self.feedback_pool)
         self.feedback_pool = None
+        self.feedback_pools_lost += 1  # never an endless loop: past MAX_FEEDBACK_POOLS, _submit_feedback gives up
         shutil.rmtree(_feedback_marker(str(self.root), self.assignment, 0).parent, ignore_errors=True)
         for future, student in list(self.feedback.items()):
             if future.done() and not isinstance(future.exception(), BrokenProcessPool):
@@ -698,6 +720,7 @@ class GradingRun:
             try:
                 student, problem, *noted = future.result()
                 note = noted[0] if noted else None
+                self.feedback_pools_lost = 0  # a pool that answers
             except BrokenProcessPool:
                 self._rebuild_feedback_pool()
                 continue

@@ -478,3 +478,27 @@ def test_an_operators_interrupt_stops_feedback(tmp_path, monkeypatch):
     monkeypatch.setattr(nbgrader_steps, "generate_feedback", interrupted)
     with pytest.raises(KeyboardInterrupt):
         pipeline._feedback_task((str(tmp_path), ASSIGNMENT, "ada"))
+
+
+def test_feedback_pools_that_always_die_end_the_run_with_a_message(course):
+    """A feedback worker that can never start (every fresh pool broken, e.g. its initializer fails) is not
+    restarted for ever: after MAX_FEEDBACK_POOLS + 1 pools the run ends, grades recorded, each learner told."""
+    harness = Harness(course)
+    started = []
+
+    class DeadPool(FakePool):
+        def submit(self, fn, *args):
+            raise BrokenProcessPool("the initializer failed")
+
+    def dead_feedback_pool(jobs):
+        started.append(jobs)
+        return DeadPool(harness.workers)
+
+    harness.workers.feedback_pool = dead_feedback_pool
+    run, problem = harness.grade(["ada", "bob"])
+    assert problem is None and sorted(run.executed) == [(s, nb) for s in ("ada", "bob") for nb in NOTEBOOKS]
+    assert len(started) == pipeline.MAX_FEEDBACK_POOLS + 1
+    assert run.unfinished == {"ada", "bob"}
+    for student in ("ada", "bob"):
+        assert any("no feedback could be generated" in m for m in harness.messages()[student])
+        assert [s for phase, s in harness.events if phase == "record"].count(student) == 1  # the grade is recorded
