@@ -132,3 +132,19 @@ def test_qk_checks_import_torch_only_when_run():
             "print('torch' in sys.modules); c.check_qk_norm_logits(qk_matmul); print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split()[0] == "False" and result.stdout.split()[-1] == "True"
+
+
+def test_hidden_qk_tests_reject_a_hard_coded_default_eps():
+    """issue 42: every hidden case used eps = 1e-6, the default, so eps hard-coded to 1e-6 passed."""
+    import inspect
+
+    from tests.diagnosis_harness import diagnose, solution
+
+    right = solution("05_placement", "qk_norm_logits")
+
+    def qk_norm_logits(q, k, g_q, g_k, eps=1e-6):
+        return right(q, k, g_q, g_k, 1e-6)
+
+    assert str(inspect.signature(qk_norm_logits)) == str(inspect.signature(right))
+    outcome = diagnose("05_placement", "qk_norm_logits", qk_norm_logits)
+    assert not outcome.passed and outcome.ids == ("common.eps_not_used",), outcome
