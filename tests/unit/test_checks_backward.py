@@ -100,13 +100,16 @@ def test_stub_raises_not_implemented():
 @pytest.mark.slow  # a grading sandbox importing torch
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the grading sandbox runs on Linux")
 def test_torch_jacobian_is_seen_through_a_grading_sandbox():
-    """Under grader grade the measurement is taken in the sandbox, around the real call."""
+    """Under grader grade the measurement is taken in the sandbox, around the real call: the learner's own process,
+    so what it sees is evidence for the instructor (noted, and said in the output), not a failed check."""
     from grader.grading.sandbox.client import Sandbox
     from tests.implementations import define_in_sandbox
 
     with Sandbox(mode="auto") as box:
         builds = define_in_sandbox(box, impl.vjp_torch_builds_jacobian, "layer_norm_vjp")
-        with pytest.raises(CheckFailed, match="built the Jacobian"):
-            checks.check_vjp_memory(builds, d=2048)
+        checks.check_vjp_memory(builds, d=2048)
+        assert [e["check"] for e in box.evidence] == ["memory"], box.evidence
+        assert "MiB at its peak" in box.evidence[0]["seen"], box.evidence
+        box.evidence.clear()
         vectors = define_in_sandbox(box, impl.vjp_torch_vectors, "layer_norm_vjp")
         checks.check_vjp_memory(vectors, d=2048)
