@@ -260,7 +260,6 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, what: str, oracle: st
 
 
 EPS_CANDIDATES = (1e-5, 1e-6, 1e-8, 1e-12, 1e-3, 1e-4, 1e-7, 1e-10, 0.0)  # the eps values code from the wild hard-codes
-LOW_PRECISIONS = ("float32", "bfloat16")
 
 
 class Probe:

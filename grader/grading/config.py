@@ -14,8 +14,6 @@ from pathlib import Path
 from traitlets import Bool, Float, Integer, Unicode, default, validate
 from traitlets.config import Config, Configurable
 
-ISOLATION_LEVELS = ("auto", "user", "userns", "basic")
-
 
 class GradeConfig(Configurable):
     """How ``python -m grader grade`` executes a class."""

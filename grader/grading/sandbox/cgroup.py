@@ -280,29 +280,3 @@ def remove(paths: list[str] | None, timeout: float = 5.0) -> bool:
             break
         time.sleep(0.01)
     return not left
-
-
-def peak_memory(paths: list[str] | None) -> int | None:
-    """The group's peak memory use in bytes, if known (for messages)."""
-    for path in paths or []:
-        for name in ("memory.max_usage_in_bytes", "memory.peak"):
-            try:
-                return int(_read(os.path.join(path, name)))
-            except (OSError, ValueError):
-                pass
-    return None
-
-
-def oom_killed(paths: list[str] | None) -> bool:
-    """Whether the kernel killed something in the group for exceeding its memory limit."""
-    for path in paths or []:
-        try:
-            text = _read(os.path.join(path, "memory.oom_control" if os.path.exists(
-                os.path.join(path, "memory.oom_control")) else "memory.events"))
-        except OSError:
-            continue
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip().isdigit() and int(value) > 0:
-                return True
-    return False
