@@ -35,7 +35,8 @@
 # 5. write a causality probe that catches the first failure in any normalisation function,
 # 6. choose among the four common normalisations, and check your code against PyTorch.
 #
-# The notebook takes about 100 to 120 minutes: five graded exercises and four predictions.
+# The notebook takes about 100 to 120 minutes: five graded exercises, one derivation on paper (the
+# running averages), four predictions that a cell checks and two that you write down.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
@@ -124,8 +125,12 @@ for kind, name in [("batch", "BatchNorm"), ("layer", "LayerNorm")]:
 # Write `layernorm(x, gamma, beta, eps=1e-5)` for `x` of any shape `(..., d)`, including a single
 # token of shape `(d,)` and tokens of a single feature (`d = 1`: every $\hat x$ is then 0 and the
 # output is $\boldsymbol\beta$), with `gamma` and `beta` of shape `(d,)`. Return a float64 array shaped
-# like `x`. Do not modify `x`. The checks compare with PyTorch to a relative error of $10^{-7}$, for
-# any gain (negative entries included), any `eps`, and tokens that sit far from zero.
+# like `x`. Do not modify `x`. The checks compare with PyTorch's `layer_norm` in float64 and allow a
+# relative error of $10^{-7}$, for any gain (negative entries included), any `eps`, and tokens that
+# sit far from zero.
+#
+# Before you write it, answer two questions from the formula: what does a token whose $d$ entries
+# are all equal come out as, and why does $\epsilon$ matter for it? And what does `d = 1` give?
 #
 # **Compute the variance as the mean of the squared deviations**, $\frac1d\sum_j(x_j-\mu)^2$, not with
 # the shortcut $\operatorname{mean}(\mathbf x^2)-\mu^2$. The two are equal on paper, but the hidden tests
@@ -151,9 +156,10 @@ print(f"variance from squared deviations: {deviations_way:.6e};  mean(x^2) - mu^
       f"relative error of the shortcut: {abs(shortcut_way / deviations_way - 1):.1e} (the checks allow 1e-7)")
 
 # %% [markdown]
-# **Stuck?** Run `hint("layernorm")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code). `progress()`
-# shows where you stand.
+# **Stuck?** Run `hint("layernorm")` in a new cell. Its steps open as you try: step 1 (the
+# idea) at once; step 2 (what your checks said) once you have run the checks below on your own
+# code; step 3 (the shape of the code) after a check fails again since you saw step 2. Asking again
+# repeats the highest open step and says what opens the next. `progress()` shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "layernorm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def layernorm(x, gamma, beta, eps=1e-5):
@@ -204,13 +210,14 @@ check_layernorm(layernorm, shape=(2, 12), seed=19, gamma=np.linspace(-2.0, 3.0, 
 # Write `batch_norm(x, gamma, beta, eps=1e-5)` for `x` of shape `(..., d)` with at least two
 # axes: statistics over **every axis but the last**, biased variance (from the squared deviations, as in
 # Exercise 1: the hidden tests include a batch far from zero), $\epsilon$ inside the square root. Return
-# a float64 array shaped like `x`, without modifying `x`. The checks compare with PyTorch to a
-# relative error of $10^{-7}$, for batches of one sequence, any gain and any `eps`.
+# a float64 array shaped like `x`, without modifying `x`. The checks compare with PyTorch's
+# `batch_norm(training=True)` in float64 and allow a relative error of $10^{-7}$, for batches of one
+# sequence, any gain and any `eps`.
 #
 # *Hint:* `tuple(range(x.ndim - 1))` lists the axes to reduce over.
 #
-# **Stuck?** Run `hint("batch_norm")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code).
+# **Stuck?** `hint("batch_norm")` climbs the same ladder as Exercise 1: step 2 after a run of the
+# checks below, step 3 after a failed run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "batch_norm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def batch_norm(x, gamma, beta, eps=1e-5):
@@ -396,15 +403,17 @@ for T_seq in (2, 8):
 # Write `leaks_future(norm, x, t)` where `norm` maps a `(B, T, d)` array to a `(B, T, d)` array, `x`
 # has shape `(B, T, d)` with the time axis at position 1, and `0 <= t < T`. Return `True` if any
 # output of `norm` at positions `0..t` changes when the tokens at positions `t+1..T-1` are changed,
-# and `False` otherwise. Any change counts, however small. Do not modify `x`.
+# and `False` otherwise. Any change counts, however small. Do not modify `x`. The checks want the
+# exact boolean for every `t` (no tolerance) on causal and leaky functions, one of them with a leak of
+# size $10^{-11}$.
 #
 # *Hints:* change **every** later token, by something that cannot be zero. Compare **every**
 # earlier position, including $t$ itself. Compare exactly (`np.array_equal`): a causal function
 # leaves earlier outputs bit-for-bit unchanged, and a tolerance can hide a small leak. When
 # `t = T - 1` there is no future, so the answer is `False`.
 #
-# **Stuck?** Run `hint("leaks_future")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code).
+# **Stuck?** `hint("leaks_future")` climbs the same ladder as Exercise 1: step 2 after a run of the
+# checks below, step 3 after a failed run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "leaks_future", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def leaks_future(norm, x, t):
@@ -471,23 +480,39 @@ for name, norm in [("your layernorm", ln_plain), ("your batch_norm", bn_plain),
 #
 # **Running averages.** Each training step computes the batch statistics $\mu_k$ and $\sigma_k^2$ of
 # section 3 (over the $N$ tokens of the batch) and moves the running statistics $\overline{\mu}_k$ and
-# $\overline{\sigma}_k^2$ part of the way towards them, with a momentum $m$ (PyTorch's default is $0.1$):
+# $\overline{\sigma}_k^2$ part of the way towards them, by an amount set by a momentum $m\in[0,1]$
+# (PyTorch's default is $0.1$). A new layer starts from $\overline{\mu}_k=0$ and $\overline{\sigma}_k^2=1$.
+# Three conventions, all PyTorch's, fix the rule, and the checks hold you to each of them:
+#
+# - **The momentum is the weight of the new batch statistic**, not of the old running value. (Keras
+#   calls the weight of the *old* value its momentum, 0.99 by default: the opposite convention.)
+# - **The running variance is fed the unbiased batch variance** (dividing the sum of squared
+#   deviations by $N-1$), while the training output itself is normalised with the **biased**
+#   $\sigma_k^2$ of Exercise 2.
+# - **Evaluation mode uses the running statistics only.** No statistic of the batch it is given
+#   enters, nothing is updated, and a single token of shape `(d,)` works.
+#
+# **Derive the update before you write it.** Answer on paper:
+#
+# 1. The new running mean is a weighted average of two numbers. Which two, with which weights, if
+#    $m=0$ must leave it unchanged and $m=1$ must replace it by the batch's?
+# 2. Feed the same batch again and again. What must the running mean tend to, and what fraction of
+#    its distance to it is left after each step when $m=0.1$?
+# 3. The unbiased variance divides by $N-1$. Write it in terms of the biased $\sigma_k^2$ you already
+#    compute. What goes wrong at $N=1$ (the reason the exercise asks for $N\ge2$)?
+# 4. In evaluation mode, which two quantities take the places of $\mu_k$ and $\sigma_k^2$ in the
+#    formula of Exercise 2? What must a token equal to $\overline{\boldsymbol\mu}$ come out as?
+#
+# <details><summary>The update and the evaluation formula (open after you have written yours)</summary>
 #
 # $$\overline{\mu}_k\leftarrow(1-m)\,\overline{\mu}_k+m\,\mu_k,\qquad
-#   \overline{\sigma}_k^2\leftarrow(1-m)\,\overline{\sigma}_k^2+m\,\frac{N}{N-1}\,\sigma_k^2 .$$
+#   \overline{\sigma}_k^2\leftarrow(1-m)\,\overline{\sigma}_k^2+m\,\frac{N}{N-1}\,\sigma_k^2 ,$$
 #
-# In code the rule reads `running = (1 - momentum) * running + momentum * batch_stat`. Three
-# conventions, all PyTorch's, and the checks hold you to each of them:
+# $$y_{n,k}=\gamma_k\,\frac{x_{n,k}-\overline{\mu}_k}{\sqrt{\overline{\sigma}_k^2+\epsilon}}+\beta_k .$$
 #
-# - **The momentum weighs the new batch statistic.** $m=0.1$ keeps 90 % of the old running value.
-#   (Keras calls the weight of the *old* value its momentum, 0.99 by default: the opposite convention.)
-# - **The running variance is fed the unbiased batch variance**, $\frac{N}{N-1}\sigma_k^2$ (dividing by
-#   $N-1$), while the training output itself is normalised with the **biased** $\sigma_k^2$ of Exercise 2.
-# - **Evaluation mode uses the running statistics only**:
-#   $y_{n,k}=\gamma_k\,(x_{n,k}-\overline{\mu}_k)/\sqrt{\overline{\sigma}_k^2+\epsilon}+\beta_k$. No statistic of the batch it
-#   is given enters, nothing is updated, and a single token of shape `(d,)` works.
-#
-# A new layer starts from $\overline{\mu}_k=0$ and $\overline{\sigma}_k^2=1$.
+# With $m=0.1$ each step keeps 90 % of the old value; a token equal to $\overline{\boldsymbol\mu}$ comes
+# out as $\boldsymbol\beta$. At $N=1$ the factor $N/(N-1)$ divides by zero.
+# </details>
 #
 # ### Exercise 4 · `batch_norm_train`
 #
@@ -495,16 +520,18 @@ for name, norm in [("your layernorm", ln_plain), ("your batch_norm", bn_plain),
 # of shape `(..., d)` with at least two axes and at least two tokens per feature ($N\ge2$), and
 # `gamma`, `beta`, `running_mean`, `running_var` of shape `(d,)`. Return a tuple `(y, new_mean, new_var)`:
 # `y` exactly as your `batch_norm(x, gamma, beta, eps)` computes it (you may call it), and the new running
-# statistics from the rule above, float64 arrays of shape `(d,)`. Use the `momentum` you are given.
+# statistics from your rule, float64 arrays of shape `(d,)`. Use the `momentum` you are given.
 # **Do not modify any input, `running_mean` and `running_var` included**: return new arrays. (PyTorch
 # updates its buffers in place; a function that returns them is easier to test, and the caller keeps
-# the old values.) The checks compare with `torch.nn.functional.batch_norm(training=True)` and the
-# running buffers it updates, to a relative error of $10^{-7}$, for several momenta, any `eps`, and
-# batches far from zero (so compute both variances from the squared deviations, as before).
+# the old values.) The checks compare `y`, `new_mean` and `new_var` with
+# `torch.nn.functional.batch_norm(training=True)` and the running buffers it updates, in float64, and
+# allow a relative error of $10^{-7}$ in each, for several momenta, any `eps`, and batches far from
+# zero (so compute both variances from the squared deviations, as before).
 #
 # *Hint:* $N$ is the product of every size but the last: `x.size // x.shape[-1]`.
 #
-# **Stuck?** Run `hint("batch_norm_train")` in a new cell: each call gives one more step.
+# **Stuck?** `hint("batch_norm_train")`: step 2 after a run of the checks below, step 3 after a
+# failed run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "batch_norm_train", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum=0.1, eps=1e-5):
@@ -548,11 +575,13 @@ check_batch_norm_train(batch_norm_train, shape=(6, 5), seed=48, momentum=0.25, g
 # Write `batch_norm_eval(x, gamma, beta, running_mean, running_var, eps=1e-5)` for `x` of any shape
 # `(..., d)`, a single token of shape `(d,)` included, with the four other arrays of shape `(d,)`. Normalise
 # every feature with the running statistics alone ($\epsilon$ inside the square root), then apply the gain
-# and shift; return a float64 array shaped like `x`, and modify none of the inputs. The checks compare
-# with `torch.nn.functional.batch_norm(training=False)`, to a relative error of $10^{-7}$; they pick
-# running statistics far from the batch's own, so a batch statistic anywhere in the formula shows.
+# and shift; return a float64 array shaped like `x`, and modify none of the inputs. Use your answer to
+# question 4 above. The checks compare with `torch.nn.functional.batch_norm(training=False)` in float64
+# and allow a relative error of $10^{-7}$; they pick running statistics far from the batch's own, so a
+# batch statistic anywhere in the formula shows.
 #
-# **Stuck?** Run `hint("batch_norm_eval")` in a new cell: each call gives one more step.
+# **Stuck?** `hint("batch_norm_eval")`: step 2 after a run of the checks below, step 3 after a
+# failed run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "batch_norm_eval", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def batch_norm_eval(x, gamma, beta, running_mean, running_var, eps=1e-5):
@@ -645,6 +674,11 @@ compare(guess_steps_to_forget, steps, name="steps to forget the starting value",
 #
 # Now train a layer with your `batch_norm_train` for 300 steps on batches of 4 sequences whose mean
 # drifts with position, as a residual stream's does, and then show it one of those sequences.
+#
+# **Predict first.** The same sequence goes through BatchNorm in training mode (inside a batch of 4)
+# and in evaluation mode (alone); it also goes through LayerNorm inside the batch and alone. Which of
+# the two differences is exactly 0, and is the other below 0.01 or above 0.1? Write your answer
+# down, then run the cell.
 
 # %%
 def activations(rng, n_seq, T=8, d=16):
@@ -679,6 +713,9 @@ print(f"LayerNorm, same sequence, inside a batch vs alone:          max differen
 # training: the running averages (your `batch_norm_eval`), or the statistics of the prefix generated
 # so far (training mode on a growing batch of one sequence). For each position we measure how far
 # the output is from the one the same token had during training.
+#
+# **Predict first.** At the first position the prefix is one token. What does training mode on a
+# batch of one token output, whatever the token? (Section 3's formula with $N=1$ answers it.)
 
 # %%
 T_gen = sequence.shape[1]
