@@ -30,7 +30,8 @@
 # 6. (optional section) explain why the weights in front of a norm grow under plain gradient descent.
 #
 # The notebook takes about 75 to 90 minutes (section 7, optional, about 15 more): two graded exercises,
-# one derivation, two predictions, each checked by a cell, and a four-question experiment with a widget.
+# one derivation, two predictions, each checked by a cell, three written predictions, and a
+# four-question experiment with a widget.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
@@ -126,7 +127,12 @@ for eps in (0.0, 1e-5):
 # - the columns are in general **not of unit length** and **not orthogonal** to each other;
 # - they may be **linearly dependent** (a column that is a combination of the others adds no direction:
 #   $k$ columns may span only $r<k$ directions, and then $\mathbf P$ keeps $d-r$ dimensions);
-# - sizes from $d=1$, $k=1$ to $d=256$, and $k=d$ (then nothing is left: $\mathbf P=\mathbf 0$).
+# - sizes from $d=1$, $k=1$ to $d=256$, and $k=d$ (then nothing is left: $\mathbf P=\mathbf 0$);
+# - columns along standard basis vectors, so `V[0, 0]` may be 0 or a whole row of `V` may be 0.
+#
+# The checks judge $\mathbf P$ by the properties above, each to an absolute $10^{-9}$: $\mathbf P$ symmetric,
+# $\mathbf P^2=\mathbf P$, $\mathbf P\mathbf V=\mathbf 0$ (divided by the largest $|V_{ij}|$ when it exceeds 1) and trace
+# $d-r$. An answer of another shape, or with a non-finite entry, fails.
 #
 # With `V = np.ones((d, 1))` your function returns the centring matrix. Think before you code: what
 # goes wrong if you remove the columns one at a time, each with its own $\mathbf v\mathbf v^\top/(\mathbf v^\top\mathbf v)$,
@@ -140,9 +146,10 @@ for eps in (0.0, 1e-5):
 # numpy's linear algebra (`np.linalg`) is yours to use. The `norm` handed to `invariance_gap`
 # (Exercise 2) is yours to call, and comparing with the library in other cells is fine.
 #
-# **Stuck?** Run `hint("complement_projection")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code). `progress()`
-# shows where you stand.
+# **Stuck?** Run `hint("complement_projection")` in a new cell. Its steps open as you try: step 1 (the
+# idea) at once; step 2 (what your checks said) once you have run the checks below on your own
+# code; step 3 (the shape of the code) after a check fails again since you saw step 2. Asking again
+# repeats the highest open step and says what opens the next. `progress()` shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "complement_projection", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def complement_projection(V):
@@ -271,7 +278,10 @@ check_norm_squared(my_norm_squared)
 # So, before the gain and shift, **every token lands on the sphere of radius $\sqrt d$ inside the
 # hyperplane $H$**. The gain $\boldsymbol\gamma$ then stretches that sphere into an ellipsoid
 # (one stretch per axis), and the shift $\boldsymbol\beta$ moves it. Here are a thousand tokens
-# with $d=64$ and wildly different means and scales:
+# with $d=64$ and wildly different means and scales.
+#
+# **Predict first.** From your formula for $\lVert\hat{\mathbf x}\rVert^2$: will the lengths after LayerNorm be
+# exactly 8, a little above 8, or a little below? Then run the cell.
 
 # %%
 rng = np.random.default_rng(0)
@@ -353,6 +363,9 @@ compare(guess_ratio_as_sigma_vanishes, ratio_at_zero_spread, name="|x_hat|^2 / d
 # **circle of radius $\sqrt3$** in that plane. Below, random points $\mathbf x$ (grey) slide along
 # $\mathbf 1$ onto the plane (blue: $\mathbf x-\mu\mathbf 1$), then move radially onto the circle
 # (red: $\operatorname{LN}(\mathbf x)$). The right view looks straight down $\mathbf 1$.
+#
+# **Predict first.** How many numbers does it take to say where a red point is? Sketch what the red
+# points look like in the right view, then run the cell.
 
 # %%
 view_3d = sphere_view_3d(n_points=30, seed=0)
@@ -379,6 +392,10 @@ print(f"radii of LN(x): from {radii.min():.6f} to {radii.max():.6f}   (sqrt(3) =
 # $\operatorname{LN}(\mathbf z)$ with the $\epsilon$ of the slider. The readout gives $\mu$, $\sigma$,
 # $\sum_i\hat x_i$, $\lVert\hat{\mathbf x}\rVert^2$ and the formula $d\sigma^2/(\sigma^2+\epsilon)$ of section 3.
 #
+# **Run the widget's cell yourself.** If you used *Run All*, it stopped at the first check whose
+# exercise is not written yet (Exercise 1's, above), so the cell below has not run: click in it and
+# press Shift+Enter. The widget does not use your exercises.
+#
 # **Move the sliders** and answer each question in a sentence before you open its answer.
 #
 # 1. **The shift.** Move $c$ over its whole range. Which panels change, and which numbers in the readout?
@@ -391,7 +408,8 @@ print(f"radii of LN(x): from {radii.min():.6f} to {radii.max():.6f}   (sqrt(3) =
 #    bars as $\epsilon$ grows far beyond $\sigma^2$?
 
 # %%
-# Not graded: move the sliders x1..x6, a, c and eps, and tick "show RMSNorm".
+# Not graded. Run this cell by hand if Run All stopped above it (it needs none of your exercises).
+# Move the sliders x1..x6, a, c and eps, and tick "show RMSNorm".
 geometry_widget = BarDragWidget()
 geometry_widget.widget
 
@@ -464,14 +482,16 @@ geometry_widget.widget
 # entry of every token, as one Python `float` (`float(...)` of the maximum, not an array), with the
 # absolute value taken before the maximum. The graded tests include a single token of shape `(d,)`,
 # negative and tiny scales $a$, a large $\epsilon$, and RMSNorm with a shift, where the gap is large.
+# The checks allow your gap to differ from torch's by $10^{-9}$ times the largest entry of the norm's
+# output (or by $10^{-9}$, if that entry is below 1).
 #
 # *Hints:* `a * x + c` adds $c$ to every entry, which is $c\mathbf 1$ for every token. Do not
 # modify `x` in place (`x *= a` would change the caller's array, and `norm(x)` would then see
 # the moved token). The check hands your function LayerNorm and RMSNorm from PyTorch, and a probe
 # that returns its input unchanged; it compares your numbers with the same gap computed in torch.
 #
-# **Stuck?** Run `hint("invariance_gap")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code).
+# **Stuck?** `hint("invariance_gap")` climbs the same ladder as Exercise 1: step 2 after a run of the
+# checks below, step 3 after a failed run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "invariance_gap", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def invariance_gap(norm, x, a, c):
@@ -668,6 +688,9 @@ print(f"|grad L(2 W)| / |grad L(W)| = {np.linalg.norm(loss_and_grad(2 * W0, X, Y
 # All runs start from the *same function*. If the effective learning rate is $\eta/\lVert\mathbf W\rVert^2$,
 # the larger start should learn 16 times more slowly, and giving it $16\eta$ should make it retrace
 # the small start (up to $\epsilon$). A last run adds weight decay to the large start.
+#
+# **Predict first.** Without weight decay, which start's $\lVert\mathbf W\rVert$ grows faster, the small one or
+# the large one? Write your answer down, then run the cell and read the curves.
 
 # %%
 def train(scale, lr, weight_decay=0.0, steps=1000, batch_size=16):
