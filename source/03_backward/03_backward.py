@@ -29,8 +29,8 @@
 #    every feature;
 # 5. state the three properties of the gradient and confirm them numerically and against PyTorch's autograd.
 #
-# The notebook takes about 90 to 110 minutes: three graded exercises, three derivation steps and two
-# predictions.
+# The notebook takes about 90 to 110 minutes: three graded exercises, four derivations (three steps
+# and the parameter gradients), two predictions checked by a cell and two that you write down.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
@@ -282,9 +282,10 @@ print(f"with eps = 1e-5: the smallest nonzero singular value times s is "
 # *Hint:* your step-2 expression names three $d\times d$ terms; numpy has a one-call constructor for
 # each kind of matrix they are (an identity, a constant matrix, an outer product).
 #
-# **Stuck?** Run `hint("layer_norm_jacobian")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code). `progress()`
-# shows where you stand.
+# **Stuck?** Run `hint("layer_norm_jacobian")` in a new cell. Its steps open as you try: step 1 (the
+# idea) at once; step 2 (what your checks said) once you have run the checks below on your own
+# code; step 3 (the shape of the code) after a check fails again since you saw step 2. Asking again
+# repeats the highest open step and says what opens the next. `progress()` shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_jacobian", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def layer_norm_jacobian(x, eps=1e-5):
@@ -381,8 +382,8 @@ check_vjp_expression(my_vjp, norm="layer")
 # Here a peak over it fails the check. The class grader can only measure it inside your own process,
 # which proves nothing, so there a peak over it costs no points: it is listed for your instructor.
 #
-# **Stuck?** Run `hint("layer_norm_vjp")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code).
+# **Stuck?** `hint("layer_norm_vjp")` climbs the same ladder as Exercise 1: step 2 after a run of the
+# checks below, step 3 after a failed run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_vjp", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def layer_norm_vjp(x, g, eps=1e-5):
@@ -425,27 +426,43 @@ except NotImplementedError:
 # ## 4. The full backward, with parameters, for any shape
 #
 # In a Transformer, LayerNorm runs on a tensor of shape `(B, T, d)`: every token has its own
-# $\mu$ and $s$, while $\boldsymbol\gamma$ and $\boldsymbol\beta$ are shared by all of them.
-# Since $y_{t,j}=\gamma_j\hat x_{t,j}+\beta_j$ for every token $t$, the parameter gradients
-# collect a contribution from each token:
+# $\mu$ and $s$, while $\boldsymbol\gamma$ and $\boldsymbol\beta$ are shared by all of them, and
+# $y_{t,j}=\gamma_j\hat x_{t,j}+\beta_j$ for every token $t$ (every leading index: batch and position).
+#
+# **Derive the three gradients before you write them.** Answer on paper:
+#
+# 1. $\gamma_j$ appears in how many outputs $y_{t,j}$? By the chain rule, $\partial\mathcal L/\partial\gamma_j$ is a
+#    sum over those outputs of $\partial\mathcal L/\partial y_{t,j}$ times what?
+# 2. The same for $\beta_j$. For a batch that holds **one** token, what must both gradients reduce to?
+# 3. Exercise 2 takes $\mathbf g=\partial\mathcal L/\partial\hat{\mathbf x}$ for one token. Here you are given
+#    $\partial\mathcal L/\partial\mathbf y$: what is $\mathbf g$ in terms of it? What must `dx` be when
+#    $\boldsymbol\gamma=\mathbf 0$?
+#
+# <details><summary>The three gradients (open after you have written yours)</summary>
 #
 # $$\frac{\partial\mathcal L}{\partial\gamma_j}=\sum_t\frac{\partial\mathcal L}{\partial y_{t,j}}\,\hat x_{t,j},\qquad
 #   \frac{\partial\mathcal L}{\partial\beta_j}=\sum_t\frac{\partial\mathcal L}{\partial y_{t,j}},$$
 #
-# where $t$ runs over **every** leading index (batch and position). The input gradient is the
-# fast formula of Exercise 2 applied to each token, with $\mathbf g=\boldsymbol\gamma\odot\partial\mathcal L/\partial\mathbf y$.
+# with $t$ over every leading index; for one token they are $\partial\mathcal L/\partial\mathbf y\odot\hat{\mathbf x}$ and
+# $\partial\mathcal L/\partial\mathbf y$. The input gradient is the fast formula of Exercise 2 applied to each
+# token, with $\mathbf g=\boldsymbol\gamma\odot\partial\mathcal L/\partial\mathbf y$, so $\boldsymbol\gamma=\mathbf 0$ gives `dx` $=\mathbf 0$.
+# </details>
 #
 # ### Exercise 3 · `layer_norm_backward`
 #
 # Write `layer_norm_backward(dy, x, gamma, eps=1e-5)` for `x` and `dy` of shape `(..., d)` and
-# `gamma` of shape `(d,)`. Return `(dx, dgamma, dbeta)` with `dx` shaped like `x` and both
-# parameter gradients of shape `(d,)`.
+# `gamma` of shape `(d,)`. Return `(dx, dgamma, dbeta)` as float64 arrays, `dx` shaped like `x` and both
+# parameter gradients of shape `(d,)`; modify none of the inputs.
+#
+# What the checks ask: each of the three within a relative $10^{-7}$ of torch's autograd, for a single
+# token `(d,)` up to four axes, $\epsilon$ up to 1, a token with a tiny spread and an offset, and a gain with
+# negative entries.
 #
 # *Hint:* reduce over the features with `axis=-1, keepdims=True`; sum the parameter gradients
 # over `axis=tuple(range(x.ndim - 1))`.
 #
-# **Stuck?** Run `hint("layer_norm_backward")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code).
+# **Stuck?** `hint("layer_norm_backward")` climbs the same ladder as Exercise 1: step 2 after a run of the
+# checks below, step 3 after a failed run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "layer_norm_backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def layer_norm_backward(dy, x, gamma, eps=1e-5):
@@ -499,6 +516,10 @@ check_layer_norm_backward(layer_norm_backward, shape=(5, 33), seed=35, gamma=np.
 #    four times smaller.
 #
 # The next cell checks all three with your `layer_norm_vjp`.
+#
+# **Predict first.** Write down the three numbers you expect the cell to print: `grad` $\cdot\,\mathbf 1$,
+# `grad` $\cdot\,\hat{\mathbf x}$ (with $\epsilon=10^{-5}$ and $\sigma\approx1$) and the ratio of the two gradient
+# norms. Is the ratio exactly 4?
 
 # %%
 rng = np.random.default_rng(0)
@@ -524,6 +545,9 @@ print("eigenvalues of s J (rounded):", np.unique(np.round(np.linalg.eigvalsh(s_d
 # The eigenvalues are $d-2$ ones and two zeros: exactly a projection that removes two
 # directions. Property 3 deserves a picture, because it is the mechanism behind [notebook 05](05_placement.ipynb).
 # Scale one token by $a$ and measure the norm of the gradient that flows back through LayerNorm.
+#
+# **Predict first.** On log-log axes, what slope will the points have, and for which $a$ (if any) should
+# they leave the line? ($\epsilon=10^{-5}$ and the token's $\sigma$ is about 1.)
 
 # %%
 scales = np.logspace(-1, 2, 31)
