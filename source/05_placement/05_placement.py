@@ -31,7 +31,7 @@
 #    derive the bound QK-norm puts on them, and
 # 6. check your function against PyTorch's own `TransformerEncoderLayer`.
 #
-# It takes about 75 minutes. It builds on LayerNorm's backward pass
+# It takes about 90 to 110 minutes (the optional part of Section 3, about 10 more). It builds on LayerNorm's backward pass
 # ([notebook 03](03_backward.ipynb)): the gradient through a norm is divided by the scale of
 # its input.
 #
@@ -70,21 +70,15 @@ QUICK = quick_run()  # True under nbgrader: demo cells do the least work and fig
 # ## 1. Three ways to put a norm next to a residual
 #
 # Write $\operatorname{N}$ for the norm (LayerNorm or RMSNorm) and $F$ for the sublayer. The
-# original Transformer (Vaswani et al., 2017) adds first and normalises the sum. This is
-# **post-LN**:
+# original Transformer (Vaswani et al., 2017) adds the sublayer's write to the stream first and
+# normalises the sum. This is **post-LN**. GPT-2 (Radford et al., 2019) normalises only what the
+# sublayer *reads*, and adds one last norm after the final block, just before the unembedding
+# $\mathbf W_U$: $\text{logits}=\operatorname{N}_{\text{final}}\big(\mathbf x^{(S)}\big)\,\mathbf W_U$, where
+# $\mathbf x^{(S)}$ is the stream after the last of the $S$ sublayers. This is **pre-LN**. OLMo 2
+# (OLMo Team, 2024) normalises what the sublayer *writes*. We will call this the **output norm**.
 #
-# $$\text{post:}\qquad \mathbf x\;\leftarrow\;\operatorname{N}\big(\mathbf x+F(\mathbf x)\big).$$
-#
-# GPT-2 (Radford et al., 2019) normalises only what the sublayer reads, and adds one last norm
-# after the final block, just before the unembedding $\mathbf W_U$. This is **pre-LN**:
-#
-# $$\text{pre:}\qquad \mathbf x\;\leftarrow\;\mathbf x+F\big(\operatorname{N}(\mathbf x)\big),
-#   \qquad\text{logits}=\operatorname{N}_{\text{final}}\big(\mathbf x^{(S)}\big)\,\mathbf W_U ,$$
-#
-# where $\mathbf x^{(S)}$ is the stream after the last of the $S$ sublayers. OLMo 2 (OLMo Team,
-# 2024) normalises what the sublayer *writes*. We will call this the **output norm**:
-#
-# $$\text{output:}\qquad \mathbf x\;\leftarrow\;\mathbf x+\operatorname{N}\big(F(\mathbf x)\big).$$
+# **Write each placement as one update** $\mathbf x\leftarrow\dots$ of the stream, from the sentence that
+# describes it, before you read on. Where does $\operatorname{N}$ sit relative to $F$ and to the $+$?
 #
 # The useful way to tell them apart is the **identity path**: the route from a block's input to
 # its output that skips $F$. In pre-LN and in the output norm, that route is a plain `+`, so
@@ -95,7 +89,19 @@ QUICK = quick_run()  # True under nbgrader: demo cells do the least work and fig
 # ### Exercise · `residual_sublayer`
 #
 # Write `residual_sublayer(x, F, norm, mode)` for `x` of shape `(..., d)`. `F` and `norm` are
-# functions that map a `(..., d)` array to a new array of the same shape. Return
+# functions that map a `(..., d)` array to a new array of the same shape. For `mode` equal to
+# `"pre"`, `"post"` or `"output"`, return the stream after one sublayer in that placement, an array
+# shaped like `x`; for any other `mode` raise a `ValueError` whose message names the three valid
+# modes. The checks compare your result with the composition they expect, built from the same `F`
+# and `norm`, and allow a relative error of $10^{-9}$ (measured against 1 or the largest entry,
+# whichever is larger).
+#
+# Your three updates from above are the answer. Test them against two questions before you code:
+#
+# 1. If `norm` is the identity, which two modes must return the same thing, and what is it?
+# 2. If `F` returns zeros, which modes return `x` unchanged, and what does the third return?
+#
+# <details><summary>The three compositions (open after you have written yours)</summary>
 #
 # | `mode` | result |
 # |---|---|
@@ -103,7 +109,9 @@ QUICK = quick_run()  # True under nbgrader: demo cells do the least work and fig
 # | `"post"` | `norm(x + F(x))` |
 # | `"output"` | `x + norm(F(x))` |
 #
-# and for any other `mode` raise a `ValueError` whose message names the three valid modes.
+# With `norm` the identity all three give `x + F(x)`; with `F` returning zeros, pre and output give
+# `x` back (if `norm(0)` is 0) and post gives `norm(x)`.
+# </details>
 #
 # Three rules that real code follows and the checks enforce: call `F` exactly once (it is the
 # expensive part, and with dropout two calls would not even agree); do not modify `x` in place
@@ -128,9 +136,10 @@ QUICK = quick_run()  # True under nbgrader: demo cells do the least work and fig
 # The `F` and `norm` you are given are yours to call, and comparing with the library in other cells
 # is fine.
 #
-# **Stuck?** Run `hint("residual_sublayer")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code). `progress()`
-# shows where you stand.
+# **Stuck?** Run `hint("residual_sublayer")` in a new cell. Its steps open as you try: step 1 (the
+# idea) at once; step 2 (what your checks said) once you have run the checks below on your own
+# code; step 3 (the shape of the code) after a check fails again since you saw step 2. Asking again
+# repeats the highest open step and says what opens the next. `progress()` shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "residual_sublayer", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def residual_sublayer(x, F, norm, mode):
@@ -321,8 +330,8 @@ print(f"mean |write|² / d = {np.mean(np.sum(write_check**2, axis=-1)) / d_check
 # (of order one, because its input was normalised) and that gradient, so **every layer's weight
 # gradient is of order $1/\sqrt S$**, and in this simple picture the layers are treated alike.
 #
-# **Post-LN.** The stream is renormalised after each sublayer, so the last sublayer's gradient
-# does not depend on the depth at all. Going down one sublayer, the gradient crosses the
+# **Post-LN.** The stream is renormalised after each sublayer, so no norm over a growing stream
+# stands between the loss and the last sublayer: its gradient is not damped by the depth. Going down one sublayer, the gradient crosses the
 # Jacobian of $\operatorname{N}(\mathbf z)$ at $\mathbf z=\mathbf x+F(\mathbf x)$, a sum of two
 # vectors of comparable size, hence larger than $\sqrt d$, and then the branch's Jacobian
 # $\mathbf I+\partial F/\partial\mathbf x$. The first divides each token's gradient by a factor
@@ -341,7 +350,8 @@ print(f"mean |write|² / d = {np.mean(np.sum(write_check**2, axis=-1)) / d_check
 #   \qquad
 #   \text{pre-LN:}\ \ \Big\lVert\frac{\partial\mathcal L}{\partial\mathbf W^{2,L}}\Big\rVert_F\le\mathcal O\Big(d\sqrt{\tfrac{\ln d}{L}}\Big).$$
 #
-# The post-LN bound does not involve $L$; the pre-LN bound falls like $1/\sqrt L$.
+# The post-LN bound does not involve $L$; the pre-LN bound falls like $1/\sqrt L$. Both are upper
+# bounds: they say how fast a gradient can shrink or grow with depth, not the exact factor.
 #
 # **Why this matters: warm-up.** Large gradients at the top, multiplied by a large learning rate,
 # make the first updates of the top layers far too big. A learning-rate warm-up, which starts
@@ -418,6 +428,10 @@ display(fig)
 # layer's position, input on the left. The next cell reads the two statements of Xiong et al.'s
 # theorem off the measurement: post-LN's last layer against the depth, and pre-LN's last layer
 # against the $1/\sqrt L$ rate.
+#
+# **Predict first.** Write two guesses before you run it: from the shallowest model to the deepest,
+# does post-LN's last-layer gradient fall, stay or rise? And does pre-LN's fall by more or by less
+# than the theorem's rate, $1/\sqrt{128/8}=0.25$?
 
 # %%
 L_lo, L_hi = table["depths"][0], table["depths"][-1]
@@ -429,6 +443,7 @@ rows = [
     ("pre-LN, last layer", f"{pre[L_lo][-1]:.1f} → {pre[L_hi][-1]:.1f}"),
     ("pre-LN, last layer, deepest / shallowest", f"{pre[L_hi][-1] / pre[L_lo][-1]:.2f}"),
     ("1/sqrt(depth ratio), the theorem's rate", f"{np.sqrt(L_lo / L_hi):.2f}"),
+    ("sqrt((1 + L_lo/2) / (1 + L_hi/2)), stream growth", f"{np.sqrt((1 + L_lo / 2) / (1 + L_hi / 2)):.2f}"),
     ("pre-LN, max / min over layers at the deepest", f"{pre[L_hi].max() / pre[L_hi].min():.1f}"),
 ]
 print(f"depths {L_lo} → {L_hi}" + ("   (quick run under grading)" if QUICK else ""))
@@ -436,9 +451,15 @@ for name, here in rows:
     print(f"{name:44s} {here:>16s}")
 
 # %% [markdown]
-# **Reading the numbers.** Both statements of Xiong et al.'s theorem show up: post-LN's last
-# layer gets a gradient that does not shrink as the model gets deeper, and pre-LN's last layer
-# gets one that shrinks at close to the theorem's rate, $1/\sqrt L$.
+# **Reading the numbers.** Post-LN's last layer gets a gradient that does not shrink as the model gets
+# deeper: it *grows*, from the shallowest model to the deepest (the first row), and levels off from
+# depth 64 (the table above). Xiong et al.'s bound does not involve $L$, and nothing here contradicts
+# it, but "independent of depth" would be wrong about this measurement. Pre-LN's last layer does shrink
+# with depth, but by less than the theorem's rate: compare the ratio printed for pre-LN with
+# $1/\sqrt{\text{depth ratio}}$. Part of the gap is the stream's starting size: by Section 2 the final
+# norm's input has RMS $\sqrt{1+c\,L}$ with $c\approx\tfrac12$, not $\sqrt L$, and the row "stream growth"
+# prints the ratio that gives. The rest is the branches' Jacobians, which the optional part below
+# measures: each adds a little to the gradient on its way down.
 
 # %% [markdown]
 # ### Try it live
@@ -544,6 +565,9 @@ for mode in ["post", "pre"]:
 #
 # The cell below builds pre-LN stacks of several depths with your `residual_sublayer`, then
 # measures the spread of the logits with and without the final norm.
+#
+# **Predict first.** Without the final norm, roughly what will the logits' standard deviation be at 64
+# layers, if it is about 1 at one layer? (Section 2's stream RMS after 64 sublayers is your clue.)
 
 # %%
 def pre_ln_logits_std(n_layers, d=64, vocab=256, n_tokens=64, seed=0):
@@ -677,12 +701,26 @@ print(f"growth of |x|² from layer {depth_sun // 4} to {depth_sun}: unscaled "
 #
 # Write `qk_norm_logits(q, k, g_q, g_k, eps=1e-6)` for one attention head: queries `q` of shape
 # `(..., T_q, d_k)`, keys `k` of shape `(..., T_k, d_k)` with the same leading axes, and two gains
-# `g_q`, `g_k` of shape `(d_k,)`. Return the logits, of shape `(..., T_q, T_k)`:
+# `g_q`, `g_k` of shape `(d_k,)`. Return the logits, of shape `(..., T_q, T_k)`: the usual scaled
+# dot-product logits of query $i$ with key $j$, computed after each query and each key has gone
+# through an RMSNorm with its own gain (the docstring says it in one line).
+#
+# **Write the logit $\text{logits}_{ij}$ as a formula first.** Check it on three questions: with one
+# query, one key, $\mathbf q=\mathbf k$, both gains 1 and $\epsilon=0$, what must the logit be? If query $i$ is
+# made three times longer, what must happen to row $i$? If every key is shifted by the same constant
+# vector, must the logits stay the same?
+#
+# <details><summary>The formula (open after you have written yours)</summary>
 #
 # $$\text{logits}_{ij}=\frac{\big(\mathbf g_q\odot\operatorname{RMSNorm}(\mathbf q_i)\big)\cdot\big(\mathbf g_k\odot\operatorname{RMSNorm}(\mathbf k_j)\big)}{\sqrt{d_k}},
 #   \qquad \operatorname{RMSNorm}(\mathbf v)=\frac{\mathbf v}{\sqrt{\tfrac1{d_k}\sum_m v_m^2+\epsilon}} ,$$
 #
-# where $\odot$ multiplies feature by feature. What the checks require, all of it graded:
+# where $\odot$ multiplies feature by feature. With $\mathbf q=\mathbf k$, gains 1 and $\epsilon=0$ the logit is
+# $d_k/\sqrt{d_k}=\sqrt{d_k}$; a longer query leaves its row unchanged (up to $\epsilon$); a shift changes the
+# logits, because RMSNorm does not centre.
+# </details>
+#
+# What the checks require, all of it graded:
 #
 # * row $i$ belongs to query $i$ and column $j$ to key $j$, and $T_q$ may differ from $T_k$;
 # * each query and each key is normalised on its own, over its $d_k$ features (the last axis),
@@ -701,7 +739,8 @@ print(f"growth of |x|² from layer {depth_sun // 4} to {depth_sun}: unscaled "
 # The rule of Section 1 holds here too: compute the RMSNorm yourself (no `rms_norm`, `layer_norm`
 # or `var_mean` from PyTorch, no helper of the course's packages).
 #
-# **Stuck?** `hint("qk_norm_logits")`.
+# **Stuck?** `hint("qk_norm_logits")`: step 2 after a run of the checks below, step 3 after a failed
+# run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "qk_norm_logits", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def qk_norm_logits(q, k, g_q, g_k, eps=1e-6):
