@@ -246,12 +246,16 @@ for name, u in (("float64", U64), ("float32", U32)):
             print(f"{offsets[i]:>8.0e} {kappa:>8.1e}" + "".join(
                 f"{sweep[name][label][i]:>16.1e} / {bound(kappa, u):.1e}" for label, bound in cgl_pairwise.items()))
     ratios = np.concatenate([sweep[name][label] / bound(kappa_sweep[name], u) for label, bound in cgl_pairwise.items()])
+    naive_error = sweep[name]["E[x²] − μ² (naive)"]
+    margin = cgl_pairwise["E[x²] − μ² (naive)"](kappa_sweep[name], u) / naive_error
+    kept = np.isfinite(margin) & (naive_error < 0.5)  # rows where the naive result keeps a digit
+    print(f"naive formula, rows that keep a digit: bound / measured from {margin[kept].min():.0f} to {margin[kept].max():.0f}")
     print(f"largest measured / bound: {np.nanmax(ratios):.2g}; "
           f"every error below its bound: {bool(np.nanmax(ratios) < 1)}\n")
 
 # %% [markdown]
 # Every error the sweep measured lies inside its bound (the last line of each block): the naive
-# formula's by about a factor of 10, two-pass's by far more. A bound assumes that every
+# formula's by a factor of 4 to 16 where it keeps a digit (the line above it), two-pass's by far more. A bound assumes that every
 # rounding error has the largest size and that all of them push the same way; real ones are
 # smaller and partly cancel. What the bounds get right is the shape: the slopes of the figure,
 # two digits per factor of 10 in $\mu/\sigma$ for the textbook formula, and the second-order
@@ -399,7 +403,9 @@ check_m2_update(my_m2_update)
 # $M_2/n$, as two Python floats (or numpy float64 scalars): not arrays, not float32.
 #
 # The checks compare your answer with exact rational arithmetic, on data at an offset of
-# $10^8$ among others. They also call your function with a **stream**: an object that supports
+# $10^8$ among others, and allow what one pass must round: with $u=2^{-53}$ and
+# $\delta=2\,n\,u\,\operatorname{mean}|x_i|$, an error of $10^{-12}\sigma+\delta$ in the mean and
+# $10^{-9}\sigma^2+2\delta\sigma+\delta^2$ in the variance. A failed check prints both numbers. They also call your function with a **stream**: an object that supports
 # only `for xi in x`, `len(x)`, `x[i]` and slices `x[a:b]`, like data arriving from a sensor.
 # It reports a second pass over the data, any whole-array operation (`np.asarray(x)`,
 # `np.mean(x)`, `x.sum()`, `x - m`), and memory that grows with the data (a list of the
@@ -423,9 +429,10 @@ check_m2_update(my_m2_update)
 #
 # *Hint:* three variables and one loop; convert at the end with `float(...)`.
 #
-# **Stuck?** Run `hint("welford_mean_var")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code). `progress()`
-# shows where you stand.
+# **Stuck?** Run `hint("welford_mean_var")` in a new cell. Its steps open as you try: step 1 (the
+# idea) at once; step 2 (what your checks said) once you have run the checks below on your own
+# code; step 3 (the shape of the code) after a check fails again since you saw step 2. Asking again
+# repeats the highest open step and says what opens the next. `progress()` shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "welford_mean_var", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def welford_mean_var(x):
@@ -504,14 +511,30 @@ print("the float32 pair:", welford_mean_var(pair), " exact:", exact_mean_var(pai
 # A GPU does not walk a row of 4096 features with one thread. Each thread runs Welford on its
 # own slice and holds a **partial result** $(n_A,\mu_A,M_{2,A})$; then the threads merge their
 # partials, two at a time, in a tree. Chan, Golub & LeVeque give the merge of two chunks $A$ and
-# $B$ (in a 1979 Stanford report; their 1983 paper compares it with the other algorithms):
+# $B$ (in a 1979 Stanford report; their 1983 paper compares it with the other algorithms).
 #
-# $$n=n_A+n_B,\qquad \delta=\mu_B-\mu_A,\qquad \mu=\mu_A+\delta\,\frac{n_B}{n},\qquad
+# **Derive the merge before you write it.** With $\delta=\mu_B-\mu_A$, answer on paper:
+#
+# 1. The count is easy. The merged mean is a weighted average of $\mu_A$ and $\mu_B$: with which
+#    weights? Write it as $\mu_A$ plus a multiple of $\delta$.
+# 2. $M_2$ of the union is the spread *within* each chunk plus a spread *between* the two chunk
+#    means. Check your between term on two chunks of one element each, $x$ and $y$: the merged $M_2$
+#    must be $(x-y)^2/2$.
+# 3. With $n_B=1$ (one new element, $M_{2,B}=0$) your merge must be exactly the Welford update you
+#    derived in section 4. Is it?
+# 4. What must come back when one partial is empty? What does your formula do when both are?
+#
+# <details><summary>The merge (open after you have written yours)</summary>
+#
+# $$n=n_A+n_B,\qquad \mu=\mu_A+\delta\,\frac{n_B}{n},\qquad
 #   M_2=M_{2,A}+M_{2,B}+\delta^2\,\frac{n_A\,n_B}{n}.$$
 #
-# The new $M_2$ is the spread *within* each chunk plus the spread *between* the two chunk
-# means. With $n_B=1$ (one new element, $M_{2,B}=0$) it is exactly Welford's update, so Welford
-# is the special case "merge one element at a time". Merging instead as a balanced tree, from
+# For $x$ and $y$: $(x-y)^2\cdot\frac{1\cdot1}{2}$. With $n_B=1$ it is Welford's update, so Welford is
+# the special case "merge one element at a time". With one partial empty the merge must return
+# the other; with both empty $\delta\,n_B/n$ is $0/0$.
+# </details>
+#
+# Merging as a balanced tree, from
 # single elements up, is Chan, Golub & LeVeque's *pairwise algorithm*: its bound is
 # $\kappa\,u\log_2 n$ instead of Welford's $n\,\kappa\,u$ (the table in section 2), the same gain
 # as pairwise summation over a running total. Section 6 measures both.
@@ -543,7 +566,7 @@ def welford_finalize(partial):
 # ### Exercise 2 · `welford_combine`
 #
 # Write `welford_combine(a, b)` that merges two partial results `(count, mean, M2)` into the
-# partial result of both chunks together, with the formula above. If either partial is empty
+# partial result of both chunks together, with the merge you derived. If either partial is empty
 # (count 0), return the other one unchanged: the formula would divide $0$ by $0$ when both are.
 # Return a tuple `(count, mean, M2)` whose count is an `int` ($n_A+n_B$); the checks pass float
 # means and $M_2$ and expect floats back. Use plain arithmetic (no `float(...)`): section 6 runs
@@ -557,10 +580,12 @@ def welford_finalize(partial):
 # chunks followed by chunks of 300 and 1 elements, an empty one, and chunks of 2 and 77, at offset
 # $-10^8$, so the fold starts with empty partials; sixteen
 # chunks of 64 at offset $10^4$, compared with your `welford_mean_var` too; and a chunk of 1000
-# with a chunk of 1 at offset $10^8$.
+# with a chunk of 1 at offset $10^8$. Each merged count must be exact. With $n$, $\mu$ and $\sigma$ those of
+# all the data and $\delta=4\,n\,u\,(|\mu|+\sigma)$, the mean may be off by $10^{-12}\sigma+\delta$ and $M_2$ by
+# $10^{-9}M_2+n\,(2\delta\sigma+\delta^2)$: the rounding a merge at a large offset cannot avoid.
 #
-# **Stuck?** Run `hint("welford_combine")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code).
+# **Stuck?** `hint("welford_combine")` climbs the same ladder as Exercise 1: step 2 after a run of the
+# checks below, step 3 after a failed run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "welford_combine", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def welford_combine(a, b):
