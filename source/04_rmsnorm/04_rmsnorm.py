@@ -115,9 +115,10 @@ print("LayerNorm x_hat =", x_hat_ln, f"  sum = {x_hat_ln.sum():.1e}  sum of squa
 # controls), so no points depend on it: it lists what it saw for your instructor, who decides.
 # Comparing with them in other cells is fine.
 #
-# **Stuck?** Run `hint("rms_norm")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code). `progress()`
-# shows where you stand.
+# **Stuck?** Run `hint("rms_norm")` in a new cell. Its steps open as you try: step 1 (the
+# idea) at once; step 2 (what your checks said) once you have run the checks below on your own
+# code; step 3 (the shape of the code) after a check fails again since you saw step 2. Asking again
+# repeats the highest open step and says what opens the next. `progress()` shows where you stand.
 
 # %% nbgrader={"grade": false, "grade_id": "rms_norm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def rms_norm(x, gamma, eps=1e-6):
@@ -307,8 +308,8 @@ check_vjp_expression(my_vjp, norm="rms")
 # *Hint:* recompute $r$ and $\hat{\mathbf x}$ as in the forward pass; reduce over the features with
 # `axis=-1, keepdims=True`; sum `dgamma` over `axis=tuple(range(x.ndim - 1))`.
 #
-# **Stuck?** Run `hint("rms_norm_backward")` in a new cell: each call gives one more step
-# (the idea, what your last failed check points at, the shape of the code).
+# **Stuck?** `hint("rms_norm_backward")` climbs the same ladder as Exercise 1: step 2 after a run of the
+# checks below, step 3 after a failed run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "rms_norm_backward", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def rms_norm_backward(dy, x, gamma, eps=1e-6):
@@ -534,7 +535,8 @@ for key, label in labels.items():
 # per-token offset, a gain with negative entries, and $\epsilon$ from $10^{-6}$ to $10^{-4}$. As in the other
 # exercises, a call of `F.rms_norm` or `nn.RMSNorm` here is listed for your instructor.
 #
-# **Stuck?** `hint("rms_norm_bf16")`.
+# **Stuck?** `hint("rms_norm_bf16")`: step 2 after a run of the checks below, step 3 after a failed
+# run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "rms_norm_bf16", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def rms_norm_bf16(x, gamma, eps=1e-6):
