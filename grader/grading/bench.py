@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import nbformat
 
+from grader.grading.seams import OFF_VARIABLE
 from grader.course.build import SOLUTION_MARKER, build, course_root, present_assignments, solution_edition, tool_environment
 
 # Rebinding the names the test cells call: full marks for anything under plain nbgrader.
@@ -81,10 +82,11 @@ def scores(csv_path: Path) -> dict[tuple[str, str], float]:
         return {(r["assignment"], r["student_id"]): float(r["raw_score"]) for r in csv.DictReader(f)}
 
 
-def run(command, cwd) -> tuple[float, str]:
+def run(command, cwd, environment: dict | None = None) -> tuple[float, str]:
     """Seconds the command took, and its standard output."""
     started = time.monotonic()
-    result = subprocess.run(command, cwd=cwd, env=tool_environment(), capture_output=True, text=True)
+    result = subprocess.run(command, cwd=cwd, env={**tool_environment(), **(environment or {})}, capture_output=True,
+                            text=True)
     if result.returncode != 0:
         print(result.stdout[-2000:] + result.stderr[-4000:], file=sys.stderr)
     return time.monotonic() - started, result.stdout
@@ -111,6 +113,10 @@ def main(argv=None) -> int:
     parser.add_argument("--learners", type=int, default=60)
     parser.add_argument("--assignments", nargs="*", default=None)
     parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--compare-patches", action="store_true",
+                        help="also grade the class once with each speed patch switched off (grader.grading.seams), and "
+                        "once with all of them off (--public-apis-only); print each run's time as a ratio to the "
+                        "run with every patch on")
     parser.add_argument("--jobs-scaling", action="store_true",
                         help="also grade the class with --jobs 1, and print the ratio to the default jobs")
     args = parser.parse_args(argv)
@@ -130,6 +136,10 @@ def main(argv=None) -> int:
         single_learner_copy(base, single, next(iter(roster)))
         if args.jobs_scaling:
             shutil.copytree(base, serial)
+        variants = patch_variants() if args.compare_patches else []
+        for name in variants:
+            shutil.copytree(base, Path(tmp) / f"without-{name}")
+        patch_seconds = {name: 0.0 for name in ["all on", *variants]}
         total = len(roster) * len(assignments)
         print(f"{len(roster)} learners x {len(assignments)} notebooks = {total} submissions", flush=True)
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
@@ -141,6 +151,10 @@ def main(argv=None) -> int:
             # grader grade also writes every learner's feedback: what nbgrader does in a second command
             plain_feedback_a, _ = run([sys.executable, "-m", "nbgrader", "generate_feedback", a, "--force"], plain)
             ours_a, report = run(grade_command(ours, a, jobs), ours)
+            patch_seconds["all on"] = patch_seconds.get("all on", 0.0) + ours_a
+            for name in variants:  # side by side with the run above, in the same order every assignment
+                patch_seconds[name] += run(grade_command(Path(tmp) / f"without-{name}", a, jobs),
+                                           Path(tmp) / f"without-{name}", {OFF_VARIABLE: name})[0]
             # the same command again: every job's result is cached, so only nbgrader's steps run
             again_a, again = run(grade_command(ours, a, jobs), ours)
             one_a, _ = run(grade_command(single, a, jobs), single)
@@ -177,12 +191,33 @@ def main(argv=None) -> int:
               f"per submission beyond it: {median([r.per_submission for r in rows]):.2f} s")
         if args.jobs_scaling:
             print(f"--jobs 1 against the default: {sum(r.serial for r in rows) / our_seconds:.2f}x")
+        if variants:
+            print_patch_table(patch_seconds)
         print(f"re-grading the unchanged class (cached results): {sum(r.regrade for r in rows):7.1f} s")
         print(f"honest submissions with identical scores: {len(honest) - len(differing)}/{len(honest)}")
         for row in differing[:10]:
             print("  differs:", row)
         print(f"points given to hostile submissions: plain nbgrader {hostile_plain:.0f}, grader grade {hostile_ours:.0f}")
     return 0
+
+
+def patch_variants() -> list[str]:
+    """Each speed patch's name (switched off alone), then "all" (every one off: ``--public-apis-only``)."""
+    from grader.grading import seams
+
+    from grader.grading import highlight_cache, template_cache
+
+    return ([patch.name for patch in seams.patches() if patch.kind == seams.SPEED]
+            + [template_cache.NAME, highlight_cache.NAME, "all"])
+
+
+def print_patch_table(seconds: dict[str, float]) -> None:
+    """What each speed patch is worth: the class's time without it, as a ratio to the time with every patch on."""
+    base = seconds["all on"]
+    print(f"{'switched off':<20} {'ratio to all on':>16}  (> 1: the patch saves that fraction of a class run)")
+    for name, value in seconds.items():
+        if name != "all on":
+            print(f"{name:<20} {value / base:15.3f}x")
 
 
 def median(values: list[float]) -> float:

@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
                               help="execute every notebook again (GradeConfig.use_cache=False)")
     grade_parser.add_argument("--scheduler", default=None,
                               help="a Dask scheduler (tcp://HOST:PORT): execute on its workers (GradeConfig.scheduler)")
+    grade_parser.add_argument("--public-apis-only", action="store_const", const=True, default=None,
+                              help="no speed patch of another library's private internals: slower, same grades "
+                              "(GradeConfig.public_apis_only)")
     grade_parser.add_argument("--wait", action="store_true", help=WAIT_HELP)
     grade_parser.add_argument("--help-all", action="store_true",
                               help="list every GradeConfig setting (also --GradeConfig.NAME=VALUE) and exit")
@@ -111,6 +114,10 @@ def _command(args, extra: list[str]) -> int:
     if args.command == "grade":
         root = args.root or course_root()
         local = not args.scheduler if args.scheduler is not None else not names_a_scheduler(root, extra)
+        if args.public_apis_only:  # before the sandboxes' warm processes start: they inherit it
+            from grader.grading.seams import switch_off_speed_patches
+
+            switch_off_speed_patches()
         if local and may_execute(root, args.assignment, args.use_cache):
             from grader.grading.slot_pool import prestart
 
@@ -120,7 +127,7 @@ def _command(args, extra: list[str]) -> int:
         return grade(args.assignment if len(args.assignment) > 1 else args.assignment[0], root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
                      notebook_seconds=args.notebook_timeout, argv=extra, isolation=args.isolation,
                      cache_dir=args.cache_dir, use_cache=args.use_cache,
-                     scheduler=args.scheduler, wait=args.wait)
+                     scheduler=args.scheduler, public_apis_only=args.public_apis_only, wait=args.wait)
     if args.command == "report":
         from grader.grading.report import report
 

@@ -57,6 +57,10 @@ class GradeConfig(Configurable):
                                          "all its cells together, for the gradebook's copy (autograded/) and the "
                                          "feedback; beyond it text is cut and images and HTML are dropped, with a "
                                          "note in the cell and to the learner. Scores do not change.").tag(config=True)
+    public_apis_only = Bool(False, help="Grade with no speed patch of another library's private internals "
+                            "(grader.grading.seams): slower, the same grades and feedback. What correctness depends "
+                            "on and has no public alternative stays (each checked at start: nbgrader's Autograde "
+                            "phases and feedback copy, ipykernel's output streams).").tag(config=True)
     scheduler_timeout = Float(20.0, help="Seconds to wait for the Dask scheduler to answer, and again for its "
                               "first worker, before grading stops with nothing scored (exit 2).").tag(config=True)
 

@@ -172,17 +172,57 @@ def copy_kept_files(source: Path, dest: Path) -> None:
 
 
 @functools.cache
+def exporter_class():
+    """nbconvert's HTMLExporter with the feedback's speed-ups (imported at first use): templates compiled once per
+    worker (``template_cache``, through the public ``environment``), common cells highlighted once and within a
+    budget (``highlight_cache``, through the public ``filters`` trait), and nbconvert's accessibility pass done
+    cell by cell (``soup_cache``, where ``grader.grading.seams.nbconvert`` allows it). The page is the same."""
+    from nbconvert.exporters import HTMLExporter
+
+    from grader.grading import highlight_cache, soup_cache, template_cache
+    from grader.grading.seams import nbconvert as nbconvert_seam
+
+    class FeedbackExporter(HTMLExporter):
+        def from_notebook_node(self, nb, resources=None, **kw):
+            if "highlight_code" not in self.filters or getattr(self, "highlights", None) is not None:
+                # the lexer nbconvert itself picks (HTMLExporter.from_notebook_node), for this notebook
+                info = nb.metadata.get("language_info", {})
+                self.highlights = highlight_cache.highlighter_class()(
+                    pygments_lexer=info.get("pygments_lexer", info.get("name", None)), parent=self)
+                self.filters = {**self.filters, "highlight_code": self.highlights}
+            template_cache.attach(self)
+            if not nbconvert_seam.soup_pass_on():
+                return super().from_notebook_node(nb, resources, **kw)
+            with nbconvert_seam.without_soup_pass():
+                page, resources = super().from_notebook_node(nb, resources, **kw)
+            page, missing = soup_cache.accessible(page)
+            if missing:
+                self.log.warning("Alternative text is missing on %s image(s).", missing)
+            return page, resources
+
+    return FeedbackExporter
+
+
+@functools.cache
 def converter_class():
-    """nbgrader's GenerateFeedback, copying only KEPT_FILES and leaving only the pages (imported at first use)."""
+    """nbgrader's GenerateFeedback, copying only KEPT_FILES and leaving only the pages, with ``exporter_class()``
+    (nbgrader's public ``exporter_class`` trait) (imported at first use)."""
     from nbgrader.converters import GenerateFeedback
+    from traitlets import default
+
+    from grader.grading.seams.nbgrader import feedback_folders
 
     class FeedbackConverter(GenerateFeedback):
+        @default("exporter_class")
+        def _exporter_class_default(self):
+            return exporter_class()
+
         def init_assignment(self, assignment_id: str, student_id: str) -> None:
             # nbgrader's own copies every learner file of autograded/ into feedback/: only KEPT_FILES here
-            dest = Path(self._format_dest(assignment_id, student_id))
+            source, dest = (Path(folder) for folder in feedback_folders(self, assignment_id, student_id))
             dest.mkdir(parents=True, exist_ok=True)
             clean_folder(dest, ())
-            copy_kept_files(Path(self._format_source(assignment_id, student_id)), dest)
+            copy_kept_files(source, dest)
 
         def convert_single_notebook(self, notebook_filename: str) -> None:
             try:
@@ -192,7 +232,7 @@ def converter_class():
 
         def set_permissions(self, assignment_id: str, student_id: str) -> None:
             names = [Path(n).stem for n in self.notebooks]
-            clean_folder(Path(self._format_dest(assignment_id, student_id)), names)
+            clean_folder(Path(feedback_folders(self, assignment_id, student_id)[1]), names)
             super().set_permissions(assignment_id, student_id)
 
     return FeedbackConverter

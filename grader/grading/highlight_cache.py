@@ -2,9 +2,11 @@
 
 Every learner's feedback shows the same given cells (imports, plots, the visible checks), and
 nbconvert's HTML export runs pygments over each of them again for every learner: about an eighth
-of a learner's feedback CPU. ``install`` memoises ``Highlight2HTML.__call__`` on everything its
-output depends on: the source, the language, the cell's metadata, the exporter's lexer and its
+of a learner's feedback CPU. ``highlighter_class()`` is nbconvert's ``Highlight2HTML`` memoised on
+everything its output depends on: the source, the language, the cell's metadata, the lexer and its
 formatter options. A cache hit returns the same string pygments made, so the HTML is byte-identical.
+It reaches the exporter through nbconvert's public ``filters`` trait (``highlight_code``), set by
+``grader.grading.feedback_pages.FeedbackExporter`` with the lexer nbconvert itself would pick.
 
 Budget: pygments' IPython lexer is quadratic in the length of a line (a 120 kB attribute chain
 ``a.a.a...`` took minutes). A cell with a line longer than ``MAX_LINE_CHARS`` or more than
@@ -13,7 +15,12 @@ starts the count), is shown as escaped plain text in the same markup (pygments' 
 """
 from __future__ import annotations
 
+import functools
+
 from grader.grading.memo import BoundedMemo, digest
+from grader.grading.seams import switched_off
+
+NAME = "highlight-cache"  # for bench-grade --compare-patches ($LNCOURSE_SEAMS_OFF): budgets stay, the memo goes
 
 # a class's distinct cells, many times over (learners' own cells are the churn); a huge cell is highlighted,
 # not kept; and the memo holds at most 16 M characters of HTML in all
@@ -46,30 +53,27 @@ def plain(self, source: str, language) -> str:
     return highlight(source or " ", TextLexer(), formatter)
 
 
-def install() -> None:
-    """Memoise every ``Highlight2HTML`` of this process (idempotent)."""
+@functools.cache
+def highlighter_class():
+    """nbconvert's ``Highlight2HTML``, memoised and within the budgets above (imported at first use)."""
     from nbconvert.filters.highlight import Highlight2HTML
 
-    highlight = Highlight2HTML.__call__
-    if getattr(highlight, "memoised", False):
-        return
+    class MemoHighlight2HTML(Highlight2HTML):
+        def __call__(self, source, language=None, metadata=None):
+            key = None
+            if len(source) <= MEMO.max_kept_chars and not switched_off(NAME):
+                key = digest(source, language, self.pygments_lexer, self.extra_formatter_options, metadata)
+            html = MEMO.recall(key)
+            if html is None:
+                if too_long(source):
+                    html = plain(self, source, language)  # the same for every page: kept
+                elif _page["left"] is not None and len(source) > _page["left"]:
+                    return plain(self, source, language)  # this page's budget is spent: not kept
+                else:
+                    if _page["left"] is not None:
+                        _page["left"] -= len(source)
+                    html = super().__call__(source, language, metadata)
+                MEMO.keep(key, html)
+            return html
 
-    def memoised(self, source, language=None, metadata=None):
-        key = None
-        if len(source) <= MEMO.max_kept_chars:
-            key = digest(source, language, self.pygments_lexer, self.extra_formatter_options, metadata)
-        html = MEMO.recall(key)
-        if html is None:
-            if too_long(source):
-                html = plain(self, source, language)  # the same for every page: kept
-            elif _page["left"] is not None and len(source) > _page["left"]:
-                return plain(self, source, language)  # this page's budget is spent: not kept
-            else:
-                if _page["left"] is not None:
-                    _page["left"] -= len(source)
-                html = highlight(self, source, language, metadata)
-            MEMO.keep(key, html)
-        return html
-
-    memoised.memoised = True
-    Highlight2HTML.__call__ = memoised
+    return MemoHighlight2HTML

@@ -14,23 +14,22 @@ Both run in the trusted grading process; submissions never touch the gradebook.
 from __future__ import annotations
 
 import glob
-
 import html
 import stat
 from pathlib import Path
 
 import nbformat
-from nbgrader.converters.autograde import Autograde
 from nbgrader.converters.base import BaseConverter
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from traitlets import List, Unicode
 
-from grader.grading import gradebook_engines, results, schema_cache
+from grader.grading import results
 from grader.grading.execute import error_output
 from grader.grading.results import autograded_tests, cell_digest, file_digest, notebook_digest
+from grader.grading.seams import nbgrader as nbgrader_seam
 
-schema_cache.install()  # the same validation of every cell's nbgrader metadata, its schema checked once
-gradebook_engines.install()  # one gradebook engine per process: its compiled SQL is kept between steps
+# speed only, after its self-check: one gradebook engine per process (its compiled SQL kept between steps)
+nbgrader_seam.install_speed_patches()
 
 
 class ReplayResults(NbGraderPreprocessor):
@@ -312,7 +311,7 @@ def record_preprocessors(autograde_preprocessors) -> list:
     return preprocessors
 
 
-class IsolatedAutograde(Autograde):
+class IsolatedAutograde(nbgrader_seam.phased_autograde_class()):
     phase = Unicode("sanitize", help="'sanitize' (before execution) or 'record' (after)").tag(config=True)
     results_dir = Unicode("", help="Where grader.grading.execute wrote its results").tag(config=True)
     source_notebook_dir = Unicode("", help="The instructor's notebooks (source/<assignment>)").tag(config=True)
@@ -322,12 +321,13 @@ class IsolatedAutograde(Autograde):
         super().__init__(**kwargs)
         self.told: list[str] = []  # the record phase's messages for this learner (ResetAbsentGrades), all notebooks
 
-    def _init_preprocessors(self) -> None:
-        self.exporter._preprocessors = []
+    def phase_preprocessors(self) -> list:
+        """This phase's preprocessors, configured (``PhasedAutograde`` registers them with the exporter)."""
         if self.phase == "sanitize":
             preprocessors = [_as_class(pp) for pp in self.sanitize_preprocessors]
         else:
             preprocessors = record_preprocessors(self.autograde_preprocessors)
+        instances = []
         for pp in preprocessors:
             instance = pp(parent=self) if isinstance(pp, type) else pp
             if isinstance(instance, ReplayResults):
@@ -337,7 +337,8 @@ class IsolatedAutograde(Autograde):
                 instance.notes = list(self.notes)
             if isinstance(instance, ResetAbsentGrades):
                 instance.messages = self.told
-            self.exporter.register_preprocessor(instance)
+            instances.append(instance)
+        return instances
 
     def init_assignment(self, assignment_id: str, student_id: str) -> None:
         if self.phase != "record":
@@ -357,10 +358,10 @@ class IsolatedAutograde(Autograde):
         return super().init_destination(assignment_id, student_id)
 
     def convert_single_notebook(self, notebook_filename: str) -> None:
-        self._sanitizing = self.phase == "sanitize"
+        self.set_sanitizing(self.phase == "sanitize")
         name = Path(notebook_filename).name
         self._source_notebook = str(Path(self.source_notebook_dir) / name) if self.source_notebook_dir else ""
-        self._init_preprocessors()
+        self.register_phase_preprocessors()
         if self.phase == "record":
             # The sanitise phase left nbgrader's read-only (0444) notebook, rewritten here in place:
             # root writes it anyway, an instructor who is not root must make it writable first
@@ -418,7 +419,7 @@ def run_phase(config, root: Path, assignment: str, student: str, phase: str, sub
     converter.source_notebook_dir = str(Path(root) / "source" / assignment)
     converter.notes = [str(n) for n in notes]
     converter.force = True
-    converter._sanitizing = phase == "sanitize"  # selects the input folder: submitted or autograded
+    converter.set_sanitizing(phase == "sanitize")  # selects the input folder: submitted or autograded
     if phase == "record":
         converter.told += reset_missing_notebooks(coursedir, assignment, student)
     converter.start()

@@ -118,17 +118,8 @@ def sandbox_options(work: Path, settings: GradeConfig | None = None, hidden: lis
 
 def _init_feedback():
     """A feedback worker: forked from the coordinator (nbgrader already imported), no sandbox."""
-    from grader.grading import highlight_cache, soup_cache, template_cache
-
-    # speed only, each: one that cannot install (another nbconvert, a broken cache) leaves nbconvert's own way
-    for cache, what in ((template_cache, "the HTML templates compiled once per worker, not once per learner"),
-                        (highlight_cache, "the class's common code cells highlighted once"),
-                        (soup_cache, "nbconvert's accessibility pass parsing each common cell once")):
-        try:
-            cache.install()
-        except Exception as error:  # noqa: BLE001 - a speed-up lost, never a feedback page
-            print(f"feedback: {cache.__name__} is off ({type(error).__name__}: {str(error)[:200]}): {what}, no "
-                  "longer", file=sys.stderr)
+    # speed-ups of nbconvert are per exporter (grader.grading.feedback_pages.FeedbackExporter); the seams' verdicts
+    # and switches are the coordinator's, inherited
     die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -829,6 +820,12 @@ def _grade(assignment, root: Path, csv_path, jobs, cell_seconds, notebook_second
         check_level(options.isolation)  # a typo: say so now, not after a sandbox failed to start
     except IsolationError as error:
         _print_nothing_scored(str(error), [a for a, students in classes.items() if students], [])
+        return 2
+    from grader.grading import seams
+
+    refused = seams.start(options.public_apis_only)  # every library's seam checked before anything executes
+    if refused:
+        _print_nothing_scored(refused, [a for a, students in classes.items() if students], [])
         return 2
     for name, students in classes.items():
         if students:

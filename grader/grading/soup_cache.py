@@ -21,83 +21,28 @@ and any page that fails one gets nbconvert's own pass, whole:
   with no ``<pre>``/``<textarea>`` around it (whitespace-only text is kept there, collapsed elsewhere);
 - whether it lies inside ``.jp-Notebook`` (the focus selectors' ancestor) is part of its memo key.
 
-``install`` wraps ``HTMLExporter.from_notebook_node`` only when nbconvert's pass is the one replicated
-here (``NBCONVERT_PASS``, checked against its source), so a changed nbconvert keeps its own.
+``grader.grading.feedback_pages.FeedbackExporter`` uses ``accessible`` in place of nbconvert's pass only where
+the seams allow it (``grader.grading.seams.nbconvert``: nbconvert's pass is the one replicated here, checked
+against its source; ``grader.grading.seams.bs4``: the private tree builder used below has the shape relied on),
+so a changed nbconvert or BeautifulSoup keeps nbconvert's own pass.
 """
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 import re
 import secrets
 
 from grader.grading.memo import BoundedMemo, digest
+from grader.grading.seams.bs4 import WRAPPER, soup_classes
 
 ALT_TEXT = "No description has been provided for this image"
 MISSING_ALT = "img:not([alt])"
 FOCUSABLE = ["div.jp-Cell-inputWrapper", "div.jp-OutputArea-output"]  # each under .jp-Notebook
 NOTEBOOK = ".jp-Notebook"
 FOCUSABLE_IN_PAGE = [f"{NOTEBOOK} {selector}" for selector in FOCUSABLE]  # nbconvert's selectors, whole
-# What nbconvert's from_notebook_node does after rendering, statement by statement (whitespace aside).
-NBCONVERT_PASS = """
-soup = BeautifulSoup(html, features="html.parser")
-missing_alt = 0
-for elem in soup.select("img:not([alt])"):
-    elem.attrs["alt"] = "No description has been provided for this image"
-    missing_alt += 1
-if missing_alt:
-    self.log.warning("Alternative text is missing on %s image(s).", missing_alt)
-for elem in soup.select(".jp-Notebook div.jp-Cell-inputWrapper"):
-    elem.attrs["tabindex"] = "0"
-for elem in soup.select(".jp-Notebook div.jp-OutputArea-output"):
-    elem.attrs["tabindex"] = "0"
-return str(soup), resources
-"""
 CELL_START = re.compile(r'<div id="cell-id=')  # how nbconvert's lab template opens each cell
-WRAPPER = "lncourse-fragment"
 # a class's distinct cells, a few variants each; a huge cell is parsed, not kept
 MEMO = BoundedMemo(max_entries=4096, max_kept_chars=400_000, max_total_chars=32_000_000)
-
-
-@functools.cache
-def _soup_classes():
-    """(BeautifulSoup, its subclass for one cell inside ``WRAPPER``, a tree builder that keeps what
-    html.parser left unparsed until the end of its input), imported at first use."""
-    from bs4 import BeautifulSoup
-    from bs4.builder._htmlparser import BeautifulSoupHTMLParser, HTMLParserTreeBuilder
-
-    class RecordingParser(BeautifulSoupHTMLParser):
-        def close(self):
-            # html.parser reads a construct still open at the end of its input (a comment, a tag, a quoted
-            # value) as text; inside the page, what follows could have closed it instead
-            self.soup.unfinished = self.rawdata
-            super().close()
-
-    class RecordingBuilder(HTMLParserTreeBuilder):
-        def feed(self, markup, _parser_class=RecordingParser):
-            super().feed(markup, _parser_class=RecordingParser)
-
-    class CellSoup(BeautifulSoup):
-        """Notes what would make the cell parse differently inside its page.
-
-        ``ignored``: names of end tags that closed none of the cell's elements (ignored here; inside the
-        page they would close an ancestor of that name, if it had one); ``closed``: whether the wrapper's
-        end tag found every element of the cell closed (else the page would keep them open after it).
-        """
-
-        def reset(self):
-            super().reset()
-            self.ignored, self.closed = set(), False
-
-        def handle_endtag(self, name, nsprefix=None):
-            if name == WRAPPER:
-                self.closed = self.currentTag.name == WRAPPER
-            elif not any(tag.name == name for tag in self.tagStack[2:]):  # above the document and the wrapper
-                self.ignored.add(name)
-            super().handle_endtag(name, nsprefix)
-
-    return BeautifulSoup, CellSoup, RecordingBuilder
 
 
 def _mark(soup, focusable: list[str]) -> int:
@@ -114,7 +59,7 @@ def _mark(soup, focusable: list[str]) -> int:
 
 def whole_page(html: str) -> tuple[str, int]:
     """nbconvert's pass on the whole page: (html, images without alt)."""
-    BeautifulSoup = _soup_classes()[0]
+    BeautifulSoup = soup_classes()[0]
     soup = BeautifulSoup(html, features="html.parser")
     missing = _mark(soup, FOCUSABLE_IN_PAGE)
     return str(soup), missing
@@ -129,7 +74,7 @@ def _cell(fragment: str, in_notebook: bool) -> tuple[str, int, list[str]] | None
         return tuple(json.loads(kept))
     if WRAPPER in fragment.lower():
         return None
-    _, CellSoup, RecordingBuilder = _soup_classes()
+    _, CellSoup, RecordingBuilder = soup_classes()
     soup = CellSoup(f"<{WRAPPER}>{fragment}</{WRAPPER}>", builder=RecordingBuilder())
     children = soup.contents
     if not soup.closed or soup.unfinished or len(children) != 1 or getattr(children[0], "name", None) != WRAPPER:
@@ -161,7 +106,7 @@ def _by_cells(html: str) -> tuple[str, int] | None:
         end = stop
     pieces.append(html[end:])
 
-    BeautifulSoup, _, RecordingBuilder = _soup_classes()
+    BeautifulSoup, _, RecordingBuilder = soup_classes()
     skeleton = BeautifulSoup("".join(pieces), builder=RecordingBuilder())
     placeholders = skeleton.find_all(name)
     if name in skeleton.unfinished:  # html.parser reached a placeholder only at the end of its input
@@ -190,64 +135,3 @@ def _by_cells(html: str) -> tuple[str, int] | None:
 def accessible(html: str) -> tuple[str, int]:
     """``html`` after nbconvert's accessibility pass, byte for byte: (html, images that had no alt)."""
     return _by_cells(html) or whole_page(html)
-
-
-class _Unparsed:
-    """Stands in for BeautifulSoup inside nbconvert's exporter: no images, no cells, the page as it is."""
-
-    def __init__(self, markup: str, features: str | None = None) -> None:
-        self.markup = markup
-
-    def select(self, selector: str) -> list:
-        return []
-
-    def __str__(self) -> str:
-        return self.markup
-
-
-def _normalised(source: str) -> list[str]:
-    return [line.strip() for line in source.splitlines() if line.strip() and not line.strip().startswith("#")]
-
-
-def nbconvert_pass_is_known() -> bool:
-    """Whether nbconvert's ``HTMLExporter.from_notebook_node`` ends with the pass replicated here, and its module
-    makes no other BeautifulSoup (``install`` stands in for that name while a page renders)."""
-    from nbconvert.exporters import html as nbconvert_html
-
-    try:
-        module = inspect.getsource(nbconvert_html)
-        source = _normalised(inspect.getsource(nbconvert_html.HTMLExporter.from_notebook_node))
-    except (OSError, TypeError):
-        return False
-    expected = _normalised(NBCONVERT_PASS)
-    return source[-len(expected):] == expected and module.count("BeautifulSoup(") == 1
-
-
-def install() -> bool:
-    """Make every ``HTMLExporter`` of this process use ``accessible`` (idempotent); False, and nothing
-    changed, where nbconvert's pass is not the one replicated here."""
-    from nbconvert.exporters import html as nbconvert_html
-
-    exporter = nbconvert_html.HTMLExporter
-    original = exporter.from_notebook_node
-    if getattr(original, "memoised", False):
-        return True
-    if not nbconvert_pass_is_known():
-        return False
-    real_soup = nbconvert_html.BeautifulSoup
-
-    def from_notebook_node(self, nb, resources=None, **kw):
-        nbconvert_html.BeautifulSoup = _Unparsed  # nbconvert renders, then makes no changes of its own
-        try:
-            page, resources = original(self, nb, resources, **kw)
-        finally:
-            nbconvert_html.BeautifulSoup = real_soup
-        page, missing = accessible(page)
-        if missing:
-            self.log.warning("Alternative text is missing on %s image(s).", missing)
-        return page, resources
-
-    from_notebook_node.memoised = True
-    from_notebook_node.__wrapped__ = original
-    exporter.from_notebook_node = from_notebook_node
-    return True

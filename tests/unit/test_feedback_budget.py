@@ -130,14 +130,10 @@ def test_budget_memory_becomes_over_budget_in_the_converter():
 
 
 def test_highlighting_long_lines_is_linear(monkeypatch):
-    from nbconvert.filters.highlight import Highlight2HTML
-
-    monkeypatch.setattr(Highlight2HTML, "__call__", Highlight2HTML.__call__)  # undone after the test
     fresh = highlight_cache.MEMO
     monkeypatch.setattr(highlight_cache, "MEMO", type(fresh)(fresh.max_entries, fresh.max_kept_chars,
                                                              fresh.max_total_chars))
-    highlight_cache.install()
-    highlighter = Highlight2HTML(pygments_lexer="ipython3")
+    highlighter = highlight_cache.highlighter_class()(pygments_lexer="ipython3")
     chain = "a" + ".a" * 60_000  # 120 kB: minutes for pygments' IPython lexer (quadratic in a line's length)
     started = time.process_time()
     for index in range(4):

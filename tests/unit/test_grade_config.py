@@ -160,20 +160,22 @@ def test_the_record_phase_follows_the_configured_autograde_preprocessors(tmp_pat
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import AssignLatePenalties, LimitOutput
 
-    from grader.grading.nbgrader_steps import (AddGradingNotes, IsolatedAutograde, ReplayResults, SaveDiagnoses,
-                                       record_preprocessors)
+    from grader.grading.nbgrader_steps import (AddGradingNotes, IsolatedAutograde, ReplayResults, ResetAbsentGrades,
+                                               SaveDiagnoses, record_preprocessors)
 
     config = Config()
     config.Autograde.autograde_preprocessors = [CustomExecute, MarkCells, LimitOutput, SaveAutoGrades,
                                                 "nbgrader.preprocessors.AssignLatePenalties"]
     converter = IsolatedAutograde(coursedir=CourseDirectory(config=config, root=str(tmp_path)), config=config)
     assert record_preprocessors(converter.autograde_preprocessors) == [
-        ReplayResults, AddGradingNotes, MarkCells, LimitOutput, SaveAutoGrades, SaveDiagnoses, AssignLatePenalties]
+        ReplayResults, AddGradingNotes, MarkCells, LimitOutput, ResetAbsentGrades, SaveAutoGrades, SaveDiagnoses,
+        AssignLatePenalties]
     converter.phase, converter._source_notebook = "record", ""
     converter.exporter = converter.exporter_class(parent=converter, config=converter.config)
-    converter._init_preprocessors()
+    converter.register_phase_preprocessors()
     assert [type(p) for p in converter.exporter._preprocessors] == [
-        ReplayResults, AddGradingNotes, MarkCells, LimitOutput, SaveAutoGrades, SaveDiagnoses, AssignLatePenalties]
+        ReplayResults, AddGradingNotes, MarkCells, LimitOutput, ResetAbsentGrades, SaveAutoGrades, SaveDiagnoses,
+        AssignLatePenalties]
     default = IsolatedAutograde(coursedir=CourseDirectory(root=str(tmp_path)))
     names = [p.__name__ for p in record_preprocessors(default.autograde_preprocessors)]
     assert names[:2] == ["ReplayResults", "AddGradingNotes"] and "Execute" not in names

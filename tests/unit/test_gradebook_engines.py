@@ -7,6 +7,7 @@ import pytest
 
 from grader.course.build import tool_environment
 from grader.grading import gradebook_engines
+from grader.grading.seams.nbgrader import install_gradebook_engine
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +31,8 @@ def database(empty_gradebook, folder, name="gradebook.db") -> str:
 
 
 def test_gradebooks_of_one_database_share_an_engine_and_still_work_after_close(tmp_path, empty_gradebook):
-    gradebook_engines.install()
-    gradebook_engines.install()  # idempotent
+    install_gradebook_engine()
+    install_gradebook_engine()  # idempotent
     from nbgrader import api
 
     url = database(empty_gradebook, tmp_path)
@@ -47,7 +48,7 @@ def test_gradebooks_of_one_database_share_an_engine_and_still_work_after_close(t
 
 
 def test_a_forked_child_makes_its_own_engine(tmp_path, empty_gradebook):
-    gradebook_engines.install()
+    install_gradebook_engine()
     from nbgrader import api
 
     url = database(empty_gradebook, tmp_path)
@@ -72,13 +73,13 @@ def test_a_forked_child_makes_its_own_engine(tmp_path, empty_gradebook):
 
 
 def test_the_schema_is_made_only_where_a_table_is_missing(tmp_path, empty_gradebook, monkeypatch):
-    gradebook_engines.install()
+    install_gradebook_engine()
     from nbgrader import api
 
     monkeypatch.setenv("PATH", tool_environment()["PATH"])  # a new gradebook: nbgrader runs `alembic`
     made = []
-    original = gradebook_engines._original_create_all
-    monkeypatch.setattr(gradebook_engines, "_original_create_all",
+    original = gradebook_engines.original["create_all"]
+    monkeypatch.setitem(gradebook_engines.original, "create_all",
                         lambda *args, **kwargs: made.append(1) or original(*args, **kwargs))
     url = database(empty_gradebook, tmp_path)
     with api.Gradebook(url) as first:

@@ -4,9 +4,9 @@ import nbformat
 import pygments
 import pytest
 from nbconvert.exporters import HTMLExporter
-from nbconvert.filters.highlight import Highlight2HTML
 
 from grader.grading import highlight_cache
+from grader.grading.feedback_pages import exporter_class
 
 
 def _notebook(solution: str):
@@ -20,12 +20,9 @@ def _notebook(solution: str):
 
 @pytest.fixture
 def memoised(monkeypatch):
-    monkeypatch.setattr(Highlight2HTML, "__call__", Highlight2HTML.__call__)
     fresh = highlight_cache.MEMO
     monkeypatch.setattr(highlight_cache, "MEMO", type(fresh)(fresh.max_entries, fresh.max_kept_chars, fresh.max_total_chars))
     plain = [HTMLExporter().from_notebook_node(_notebook(f"x = {i}"))[0] for i in range(2)]
-    highlight_cache.install()
-    highlight_cache.install()  # idempotent: one wrapper, not two
     return plain
 
 
@@ -33,18 +30,18 @@ def test_a_seen_cell_is_not_highlighted_again_and_the_html_does_not_change(memoi
     calls = []
     original = pygments.highlight
     monkeypatch.setattr(pygments, "highlight", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
-    first = HTMLExporter().from_notebook_node(_notebook("x = 0"))[0]
+    first = exporter_class()().from_notebook_node(_notebook("x = 0"))[0]
     highlighted_by_the_first = list(calls)
-    second = HTMLExporter().from_notebook_node(_notebook("x = 1"))[0]  # a new exporter, as nbgrader makes per learner
+    second = exporter_class()().from_notebook_node(_notebook("x = 1"))[0]  # a new exporter, as nbgrader makes per learner
     assert [first, second] == memoised
     assert "x = 0" in highlighted_by_the_first
     assert calls[len(highlighted_by_the_first):] == ["x = 1"], "only the new learner's own cell is highlighted"
 
 
 def test_the_memo_keys_on_the_lexer_the_options_and_the_metadata(memoised):
-    python = Highlight2HTML(pygments_lexer="ipython3")
-    text = Highlight2HTML(pygments_lexer="text")
-    numbered = Highlight2HTML(pygments_lexer="ipython3", extra_formatter_options={"linenos": "inline"})
+    python = highlight_cache.highlighter_class()(pygments_lexer="ipython3")
+    text = highlight_cache.highlighter_class()(pygments_lexer="text")
+    numbered = highlight_cache.highlighter_class()(pygments_lexer="ipython3", extra_formatter_options={"linenos": "inline"})
     source = "def f(x):\n    return x  # note"
     calls = [(python, {}), (text, {}), (numbered, {}), (python, {"metadata": {"magics_language": "bash"}}),
              (python, {"language": "text"})]
@@ -58,7 +55,7 @@ def test_the_memo_keys_on_the_lexer_the_options_and_the_metadata(memoised):
 
 def test_the_memo_is_bounded(memoised, monkeypatch):
     monkeypatch.setattr(highlight_cache.MEMO, "max_entries", 3)
-    python = Highlight2HTML(pygments_lexer="ipython3")
+    python = highlight_cache.highlighter_class()(pygments_lexer="ipython3")
     for i in range(10):
         python(f"y = {i}")
     kept = list(highlight_cache.MEMO)
@@ -69,7 +66,7 @@ def test_the_memo_is_bounded(memoised, monkeypatch):
 
 
 def test_the_memo_holds_a_bounded_amount_of_html(memoised, monkeypatch):
-    python = Highlight2HTML(pygments_lexer="ipython3")
+    python = highlight_cache.highlighter_class()(pygments_lexer="ipython3")
     one_page = len(python("w = 0"))
     highlight_cache.MEMO.clear()
     monkeypatch.setattr(highlight_cache.MEMO, "max_total_chars", 3 * one_page + 5)

@@ -10,7 +10,8 @@ import pytest
 from nbconvert.exporters import HTMLExporter
 from nbconvert.exporters import html as nbconvert_html
 
-from grader.grading import soup_cache
+from grader.grading import seams, soup_cache
+from grader.grading.seams import nbconvert as nbconvert_seam
 
 PNG = base64.b64encode(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                                      "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")).decode()
@@ -99,21 +100,22 @@ def _notebook(answer: str):
 
 
 @pytest.mark.parametrize("sanitize", [False, True])
-def test_an_installed_exporter_writes_the_bytes_and_the_warning_nbconvert_does(monkeypatch, caplog, sanitize):
-    monkeypatch.setattr(HTMLExporter, "from_notebook_node", HTMLExporter.from_notebook_node)
+def test_the_feedback_exporter_writes_the_bytes_and_the_warning_nbconvert_does(monkeypatch, caplog, sanitize):
+    from grader.grading.feedback_pages import exporter_class
+
     monkeypatch.setattr(soup_cache, "MEMO", type(soup_cache.MEMO)(4096, 400_000, 32_000_000))
+    monkeypatch.setattr(seams, "_verdicts", {})  # checked here, on the real nbconvert
     notebooks = [_notebook(f"x = {i}\nprint('printed')") for i in range(2)]
 
-    def export():
+    def export(exporter):
         with caplog.at_level(logging.WARNING):
             caplog.clear()
-            pages = [HTMLExporter(template_name="lab", sanitize_html=sanitize).from_notebook_node(nb)[0] for nb in notebooks]
+            pages = [exporter(template_name="lab", sanitize_html=sanitize).from_notebook_node(nb)[0] for nb in notebooks]
             return pages, [r.getMessage() for r in caplog.records if "Alternative text" in r.getMessage()]
 
-    plain = export()
-    assert soup_cache.install() and soup_cache.install()  # idempotent
-    assert HTMLExporter.from_notebook_node.memoised
-    memoised = export()
+    plain = export(HTMLExporter)
+    assert nbconvert_seam.soup_pass_on()
+    memoised = export(exporter_class())
     assert memoised == plain
     assert plain[1] == ["Alternative text is missing on 1 image(s)."] * 2
     assert 'tabindex="0"' in plain[0][0] and len(soup_cache.MEMO) >= 3
@@ -122,7 +124,7 @@ def test_an_installed_exporter_writes_the_bytes_and_the_warning_nbconvert_does(m
 def test_common_cells_are_parsed_once(monkeypatch):
     monkeypatch.setattr(soup_cache, "MEMO", type(soup_cache.MEMO)(4096, 400_000, 32_000_000))
     parsed = []
-    cell_soup = soup_cache._soup_classes()[1]
+    cell_soup = soup_cache.soup_classes()[1]
     original = cell_soup.__init__
     monkeypatch.setattr(cell_soup, "__init__", lambda self, markup, **kw: parsed.append(markup) or original(self, markup, **kw))
     common = ["<p>the same prose</p>", "<pre>given()</pre>"]
@@ -134,20 +136,21 @@ def test_common_cells_are_parsed_once(monkeypatch):
     assert len(parsed) == 4 and "bob's answer" in parsed[-1]
 
 
-def test_install_leaves_an_unknown_nbconvert_pass_alone(monkeypatch):
-    monkeypatch.setattr(HTMLExporter, "from_notebook_node", HTMLExporter.from_notebook_node)
-    assert soup_cache.nbconvert_pass_is_known(), "nbconvert's pass changed: compare soup_cache.NBCONVERT_PASS with it"
+def test_the_seam_leaves_an_unknown_nbconvert_pass_alone(monkeypatch):
+    assert nbconvert_seam.nbconvert_pass_is_known(), "nbconvert's pass changed: compare NBCONVERT_PASS with it"
 
     def from_notebook_node(self, nb, resources=None, **kw):
         return "<html></html>", {}
 
     monkeypatch.setattr(HTMLExporter, "from_notebook_node", from_notebook_node)
-    assert not soup_cache.install()
-    assert HTMLExporter.from_notebook_node is from_notebook_node
+    assert not nbconvert_seam.nbconvert_pass_is_known()
+    monkeypatch.setattr(seams, "_verdicts", {})
+    monkeypatch.setattr(seams, "_warned", set())
+    assert not nbconvert_seam.soup_pass_on()  # the exporter then keeps nbconvert's own pass
 
 
-def test_install_refuses_a_module_that_parses_pages_elsewhere_too(monkeypatch):
+def test_the_seam_refuses_a_module_that_parses_pages_elsewhere_too(monkeypatch):
     real = inspect.getsource
-    assert soup_cache.nbconvert_pass_is_known()
+    assert nbconvert_seam.nbconvert_pass_is_known()
     monkeypatch.setattr(inspect, "getsource", lambda obj: real(obj) + ("\nBeautifulSoup(x)\n" if obj is nbconvert_html else ""))
-    assert not soup_cache.nbconvert_pass_is_known()
+    assert not nbconvert_seam.nbconvert_pass_is_known()

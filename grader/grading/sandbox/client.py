@@ -28,6 +28,7 @@ from grader.boundary import RemoteFunction, SandboxError, learner_exception
 from grader.grading.sandbox import protocol
 from grader.grading.sandbox.shared_args import ArgumentsTooLarge, SharedArgs
 from grader.grading.startup import FACTORY_FOLDER_PREFIX, TORCH_CACHE_VARIABLE
+from grader.grading.seams import OFF_VARIABLE
 
 
 @dataclass
@@ -483,8 +484,9 @@ def _zygote_environment() -> dict:
     """A zygote's whole environment (its sandboxes start from it): nothing of the grader's but the path."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    if "PYTHONPATH" in os.environ:
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    for name in ("PYTHONPATH", OFF_VARIABLE):  # OFF_VARIABLE: speed patches switched off (grader.grading.seams)
+        if name in os.environ:
+            env[name] = os.environ[name]
     return env
 
 

@@ -151,7 +151,9 @@ class Worker:
 
         import numpy  # noqa: F401
 
-        from grader.grading.sandbox.fd_output import FdOutStream
+        from grader.grading.seams import ipykernel as ipykernel_seam
+
+        ipykernel_seam.refuse_unless_usable()
 
         self.tripwires.install()  # before any learner code: `from torch... import layer_norm` binds the wrapper
         if not os.environ.get("USER") or not os.environ.get("LOGNAME"):
@@ -185,10 +187,10 @@ class Worker:
         config.HistoryManager.hist_file = ":memory:"  # In/Out and %history work; no file, no saving thread
         kernel = kernel_class(config=config, session=RecordingSession(config=config))
         # As in a kernel started by Jupyter: print() and writes to fds 1 and 2 (os.system, C code) are outputs.
-        kernel.stdout = FdOutStream(kernel.session, kernel.iopub_thread, "stdout")
-        kernel.stderr = FdOutStream(kernel.session, kernel.iopub_thread, "stderr")
+        kernel.stdout = ipykernel_seam.FdOutStream(kernel.session, kernel.iopub_thread, "stdout")
+        kernel.stderr = ipykernel_seam.FdOutStream(kernel.session, kernel.iopub_thread, "stderr")
         sys.stdout, sys.stderr = kernel.stdout, kernel.stderr
-        kernel._forward_input(allow_stdin=False)  # input() raises StdinNotImplementedError, as under nbclient
+        ipykernel_seam.refuse_stdin(kernel)  # input() raises StdinNotImplementedError, as under nbclient
         self._without_pty(kernel.shell)
         if "" not in sys.path:
             sys.path.insert(0, "")  # the notebook's folder, as in a kernel: its helper modules import

@@ -77,35 +77,10 @@ def _format_one_traceback() -> None:
 
 
 def _memoise_word_patterns() -> None:
-    """Build each of pygments' keyword patterns once, not once per traceback frame.
+    """pygments' keyword patterns built once per zygote, not once per traceback frame (``grader.grading.seams.pygments``)."""
+    from grader.grading.seams import pygments as pygments_seam
 
-    stack_data highlights a library frame's function with a new subclass of pygments' Python lexer
-    on every call, and a new lexer class builds its token patterns again: ``regex_opt`` turning
-    each keyword list into one pattern was 13% of a 05_placement sandbox's CPU. ``regex_opt`` is a
-    pure function of its arguments (it sorts the strings first); here it is memoised where
-    ``pygments.lexer`` calls it, in the zygote, so every fork inherits the memo. Same patterns,
-    same tracebacks.
-    """
-    import functools
-
-    try:
-        import pygments.lexer
-    except ImportError:
-        return
-    build = pygments.lexer.regex_opt
-    if getattr(build, "memoised", False):
-        return
-    built = functools.lru_cache(maxsize=4096)(build)  # called with the strings as a tuple: hashable, same pattern
-
-    @functools.wraps(build)
-    def regex_opt(strings, prefix="", suffix=""):
-        try:
-            return built(tuple(strings), prefix, suffix)
-        except TypeError:  # an unhashable argument: built as pygments would
-            return build(strings, prefix, suffix)
-
-    regex_opt.memoised = True
-    pygments.lexer.regex_opt = regex_opt
+    pygments_seam.install_regex_memo()
 
 
 _exited: dict[int, int] = {}  # children reaped (by a status request) and their exit codes

@@ -1,5 +1,9 @@
-"""Text written straight to fds 1 and 2 (``os.system``, C code, child processes) as a cell's outputs.
+"""ipykernel's non-public parts the grader relies on: ``OutStream``'s fd watching, and the kernel's stdin switch.
 
+Correctness depends on both (a failed self-check refuses to grade: exit 2 before anything executes; a sandbox
+refuses to start). **outstream**: ``FdOutStream`` below.
+
+Text written straight to fds 1 and 2 (``os.system``, C code, child processes) is a cell's output.
 ipykernel's ``OutStream(watchfd=True)`` points the fd at a pipe and starts a thread that reads the
 pipe and then writes the text to the stream. Between that read and that write the text is in
 neither place, so a flush at the cell's end could miss it: under load a child's output went
@@ -8,6 +12,11 @@ and ``drain`` takes the lock and reads what is left: once it returns, every byte
 so far is in the stream. Every flush drains (so the end of each cell does), and so does a write
 while bytes are in the pipe or in the thread's hands: what reached the fd before a print comes before it.
 A forked child (a learner's multiprocessing) writes its lines to the fd, which its parent reads.
+
+There is no public alternative: ipykernel's public OutStream cannot be drained (its watching thread's read and
+write are not atomic), and jupyter_client's public API drives a kernel in another process over ZMQ, which the
+in-process sandbox kernel (``grader.grading.sandbox.worker``) has no use for. The check reads OutStream's source
+for every name used here (``OUTSTREAM_NAMES``) and the signatures of what is called or overridden.
 """
 from __future__ import annotations
 
@@ -20,13 +29,51 @@ import threading
 import ipykernel
 from ipykernel.iostream import OutStream
 
+from grader.grading.seams import CORRECTNESS, Patch, expect, expect_signature, refusal
+
 # The first ipykernel whose OutStream takes watchfd="force" and keeps the fd it replaced (_original_stdstream_fd,
 # where a forked child writes); pyproject.toml asks for it. An older one would grade a notebook that forks
 # differently from Jupyter, so a sandbox refuses to start on it (the class is then scored by nobody, with why).
 IPYKERNEL_MINIMUM = (6, 24)
-if tuple(ipykernel.version_info[:2]) < IPYKERNEL_MINIMUM:
-    raise ImportError(f"the grading sandbox needs ipykernel >= {'.'.join(map(str, IPYKERNEL_MINIMUM))} "
-                      f"(this environment has {ipykernel.__version__}): `make install`, or pip install -U ipykernel")
+# what FdOutStream reads or replaces of OutStream, each found in its source
+OUTSTREAM_NAMES = ("self._fid", "self._should_watch", "self._master_pid", "self._original_stdstream_fd",
+                   "def _watch_pipe_fd", "self._exc", '"force"')
+
+
+def check_outstream() -> None:
+    import inspect
+
+    from ipykernel.ipkernel import IPythonKernel
+
+    expect(tuple(ipykernel.version_info[:2]) >= IPYKERNEL_MINIMUM,
+           f"ipykernel >= {'.'.join(map(str, IPYKERNEL_MINIMUM))} is needed")
+    expect_signature(OutStream.__init__, "self", "session", "pub_thread", "name")
+    expect("watchfd" in inspect.signature(OutStream.__init__).parameters, "OutStream takes no watchfd")
+    source = inspect.getsource(OutStream)
+    missing = [name for name in OUTSTREAM_NAMES if name not in source]
+    expect(not missing, f"OutStream no longer has {', '.join(missing)}")
+    for name in ("write", "flush"):
+        expect_signature(getattr(OutStream, name), "self")
+    expect_signature(IPythonKernel._forward_input, "self", "allow_stdin")
+
+
+OUTSTREAM = Patch("outstream", "ipykernel", CORRECTNESS, "the sandbox's output streams (text written to fds 1 and 2 "
+                  "kept in its cell; input() refused as under nbclient)", check_outstream)
+PATCHES = [OUTSTREAM]
+
+
+def refuse_unless_usable() -> None:
+    """In a sandbox, before any learner code: an ipykernel whose internals differ grades nobody (ImportError: the
+    sandbox does not start, and the instructor reads why)."""
+    problem = refusal(OUTSTREAM)
+    if problem:
+        raise ImportError(f"the grading sandbox cannot start: {problem}")
+
+
+def refuse_stdin(kernel) -> None:
+    """``input()`` raises StdinNotImplementedError in the learner's code, as under nbclient (ipykernel's own switch,
+    ``_forward_input``, the one a kernel uses for a request that allows no stdin)."""
+    kernel._forward_input(allow_stdin=False)
 
 READ_SIZE = 65536  # a pipe's default capacity
 DRAIN_BUDGET = 8 * 2**20  # bytes one drain reads at most: a background writer that never stops must not hold the cell
