@@ -20,7 +20,17 @@ import numpy as np
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale
 from grader.compare import (
-    Probe, assert_close, call_learner, check, fail, ids_of, measure_learner_memory, passed, preview, strict_array, tag,
+    Probe,
+    assert_close,
+    call_learner,
+    check,
+    fail,
+    ids_of,
+    measure_learner_memory,
+    passed,
+    preview,
+    strict_array,
+    tag,
     unproven,
 )
 from grader.numerics import central_difference_jacobian, random_input, relative_error

@@ -21,8 +21,20 @@ import numpy as np
 
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale
-from grader.compare import (LearnerError, Probe, assert_close, call_learner, check, fail, ids_of, passed, preview,
-                            run_learner, strict_array, tag)
+from grader.compare import (
+    LearnerError,
+    Probe,
+    assert_close,
+    call_learner,
+    check,
+    fail,
+    ids_of,
+    passed,
+    preview,
+    run_learner,
+    strict_array,
+    tag,
+)
 from grader.numerics import random_input, relative_error
 
 _PREFIX = {"LayerNorm": "ln", "BatchNorm": "bn"}  # catalogue id prefixes (grader.catalogue.bn_vs_ln)

@@ -21,8 +21,19 @@ from __future__ import annotations
 import numpy as np
 
 from grader.compare import (
-    Probe, CheckFailed, LearnerError, assert_close, call_learner, check, fail, ids_of, is_shape_error, passed, preview,
-    strict_array, tag,
+    CheckFailed,
+    LearnerError,
+    Probe,
+    assert_close,
+    call_learner,
+    check,
+    fail,
+    ids_of,
+    is_shape_error,
+    passed,
+    preview,
+    strict_array,
+    tag,
 )
 from grader.numerics import random_input, relative_error
 

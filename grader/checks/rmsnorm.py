@@ -20,7 +20,18 @@ import numpy as np
 
 from grader import oracles
 from grader.checks._scales import Map, Statistic, describe, explain_scale, simplest
-from grader.compare import LearnerError, Probe, assert_close, call_learner, check, fail, ids_of, passed, strict_array, tag
+from grader.compare import (
+    LearnerError,
+    Probe,
+    assert_close,
+    call_learner,
+    check,
+    fail,
+    ids_of,
+    passed,
+    strict_array,
+    tag,
+)
 from grader.numerics import random_input, relative_error
 
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])

@@ -27,8 +27,19 @@ from fractions import Fraction
 import numpy as np
 
 from grader.boundary import StreamSource
-from grader.compare import (CheckFailed, LearnerError, call_learner, call_measuring_memory, check, fail, ids_of, passed,
-                             preview, tag, unproven)
+from grader.compare import (
+    CheckFailed,
+    LearnerError,
+    call_learner,
+    call_measuring_memory,
+    check,
+    fail,
+    ids_of,
+    passed,
+    preview,
+    tag,
+    unproven,
+)
 
 U = 2.0**-53                            # unit roundoff of float64
 WORKED_EXAMPLE = np.array([2.0, 4.0, 6.0, 8.0])

@@ -21,8 +21,15 @@ from typing import NamedTuple
 
 import nbformat
 
+from grader.course.build import (
+    SOLUTION_MARKER,
+    build,
+    course_root,
+    present_assignments,
+    solution_edition,
+    tool_environment,
+)
 from grader.grading.seams import OFF_VARIABLE
-from grader.course.build import SOLUTION_MARKER, build, course_root, present_assignments, solution_edition, tool_environment
 
 # Rebinding the names the test cells call: full marks for anything under plain nbgrader.
 HOSTILE_PREAMBLE = ("for _name in [n for n in globals() if n.startswith('check_')]:\n"
@@ -203,9 +210,7 @@ def main(argv=None) -> int:
 
 def patch_variants() -> list[str]:
     """Each speed patch's name (switched off alone), then "all" (every one off: ``--public-apis-only``)."""
-    from grader.grading import seams
-
-    from grader.grading import highlight_cache, template_cache
+    from grader.grading import highlight_cache, seams, template_cache
 
     return ([patch.name for patch in seams.patches() if patch.kind == seams.SPEED]
             + [template_cache.NAME, highlight_cache.NAME, "all"])

@@ -11,7 +11,6 @@ WAIT_HELP = ("if another grade, build or report is using this course, wait for i
 
 def main(argv: list[str] | None = None) -> int:
     from grader.course import course_root, skip_iri_grammars
-    from grader.grading.startup import may_execute, names_a_scheduler
 
     skip_iri_grammars()  # before anything imports nbformat
     from grader.grading.config import GradeConfig

@@ -29,8 +29,15 @@ import nbformat
 
 from grader.catalogue import ID_PATTERN
 from grader.compare import CheckFailed
-from grader.grading.results import (MAX_MISCONCEPTIONS, PASSED, SCHEMA_VERSION, bytes_digest, cell_digest, file_digest,
-                                   notebook_digest)
+from grader.grading.results import (
+    MAX_MISCONCEPTIONS,
+    PASSED,
+    SCHEMA_VERSION,
+    bytes_digest,
+    cell_digest,
+    file_digest,
+    notebook_digest,
+)
 from grader.grading.sandbox.client import Limits, Sandbox, SandboxError
 
 MAX_FLAGS = 50  # per notebook

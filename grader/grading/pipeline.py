@@ -46,13 +46,12 @@ from typing import Callable
 from grader.course import course_root, tool_environment
 from grader.grading.config import GradeConfig, grade_config
 from grader.grading.execution_slot import die_with_parent, execute_task, probe
+from grader.grading.intake import expected_notebooks, mirror_submission
+from grader.grading.jobs import Job, ResultCache, accept, grader_version
 from grader.grading.sandbox.isolation import IsolationError, check_level
 from grader.grading.slot_pool import new_slot_pool
 from grader.grading.startup import never_graded
-from grader.grading.intake import expected_notebooks, mirror_submission
-from grader.grading.jobs import Job, ResultCache, accept, grader_version
 from grader.grading.terminal import Progress, printable
-
 
 
 def load_config(root: Path):
@@ -618,7 +617,6 @@ class GradingRun:
     def _accepted(self, job: Job, result: dict) -> None:
         """An accepted result: build/grading/results/ for the record phase (grader.grading.nbgrader_steps)."""
         from grader.grading import results
-
         from grader.grading.output_budget import bound_outputs
 
         problem = None

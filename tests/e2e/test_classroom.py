@@ -41,8 +41,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import ROOT
 from tests import course_helpers
+from tests.conftest import ROOT
 from tests.course_helpers import CHROMIUM, launch_chromium, splice
 from tests.e2e.test_exchange import exercise_points
 

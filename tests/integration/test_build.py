@@ -15,9 +15,17 @@ import subprocess
 import nbformat
 import pytest
 
-from grader.course.build import (EXTRA_CHECKS_HEADER, EXTRA_CHECKS_PREFIX, HIDDEN_TESTS, SOLUTION_MARKER, build, hidden_tests,
-                          is_extra_checks, script_to_notebook)
 from grader.compare import CheckFailed
+from grader.course.build import (
+    EXTRA_CHECKS_HEADER,
+    EXTRA_CHECKS_PREFIX,
+    HIDDEN_TESTS,
+    SOLUTION_MARKER,
+    build,
+    hidden_tests,
+    is_extra_checks,
+    script_to_notebook,
+)
 from tests.conftest import ASSIGNMENTS, ROOT
 from tests.diagnosis_harness import compiled
 

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import subprocess_env
+from tests.conftest import alive, descendants, subprocess_env
 from tests.course_helpers import make_course, submit
 from tests.integration.test_hostile import ASSIGNMENT, WRONG, solution_sources, submission
-from tests.conftest import alive, descendants
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
 

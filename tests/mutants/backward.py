@@ -84,7 +84,6 @@ def _np_scale(x, eps, stat, smap, how="var", axis=-1):
 
 
 def _torch_scale(t, eps, stat, smap, dim=-1):
-    import torch
 
     w = torch.var(t, dim=dim, keepdim=True) if stat == "unbiased" else torch.var(t, dim=dim, keepdim=True,
                                                                                  unbiased=False)

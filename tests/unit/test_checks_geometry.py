@@ -6,7 +6,6 @@ from grader.compare import CheckFailed
 from tests.implementations import define_in_sandbox
 from tests.implementations import geometry as impl
 
-
 HIDDEN_PROJECTION_CASES = ((1, (0,), 1, 0, False), (5, (0, 1, 2, 3, 4), 5, 1, True), (64, (0, 3, 7, 9), 4, 2, True),
                            (17, (1, 2, 5), 6, 3, True), (256, (0,), 1, 4, False), (8, (0, 1, 2), 3, 5, True))
 

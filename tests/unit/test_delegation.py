@@ -14,8 +14,8 @@ import inspect
 import numpy as np
 import pytest
 
-from grader.course.build import SOLUTION_MARKER, script_to_notebook
 from grader.checks import backward, bn_vs_ln, geometry, placement, rmsnorm, welford
+from grader.course.build import SOLUTION_MARKER, script_to_notebook
 from grader.grading.sandbox.client import Sandbox
 from tests.conftest import ASSIGNMENTS, ROOT
 from tests.implementations import backward as backward_impl

@@ -1,6 +1,6 @@
 """Diagnoses as data: ids travel with the text, with CheckFailed, and to the observers."""
-import io
 import contextlib
+import io
 
 import numpy as np
 import pytest

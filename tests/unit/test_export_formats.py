@@ -9,7 +9,6 @@ terminal), --missing, and that points come only from the gradebook.
 """
 import csv
 import io
-import math
 
 import pytest
 

@@ -160,8 +160,14 @@ def test_the_record_phase_follows_the_configured_autograde_preprocessors(tmp_pat
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import AssignLatePenalties, LimitOutput
 
-    from grader.grading.nbgrader_steps import (AddGradingNotes, IsolatedAutograde, ReplayResults, ResetAbsentGrades,
-                                               SaveDiagnoses, record_preprocessors)
+    from grader.grading.nbgrader_steps import (
+        AddGradingNotes,
+        IsolatedAutograde,
+        ReplayResults,
+        ResetAbsentGrades,
+        SaveDiagnoses,
+        record_preprocessors,
+    )
 
     config = Config()
     config.Autograde.autograde_preprocessors = [CustomExecute, MarkCells, LimitOutput, SaveAutoGrades,

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from grader import attempts, catalogue, learner
-from grader.course.build import HIDDEN_TESTS, script_to_notebook, solution_regions
 from grader.checks.rmsnorm import check_rms_norm
 from grader.compare import CheckFailed
+from grader.course.build import HIDDEN_TESTS, script_to_notebook, solution_regions
 from grader.exercises import EXERCISES, for_notebook
 from grader.learner import hint
 from tests.conftest import ASSIGNMENTS, ROOT

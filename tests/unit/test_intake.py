@@ -551,8 +551,8 @@ def test_submitted_is_never_written(course):
 @pytest.fixture(scope="module")
 def sanitise(course):
     """Run nbgrader's sanitising phase on one learner's mirror, as pipeline.py does."""
-    from grader.grading.pipeline import load_config
     from grader.grading.nbgrader_steps import run_phase
+    from grader.grading.pipeline import load_config
 
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])  # alembic
     config = load_config(course)

@@ -28,7 +28,7 @@ def test_make_install_and_make_lab_put_it_where_jupyterlab_reads_overrides():
     for target in ("install", "lab"):
         planned = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True).stdout
         assert "cp tools/jupyterlab/overrides.json .venv/share/jupyter/lab/settings/overrides.json" in planned, target
-    from jupyterlab_server.config import get_page_config  # noqa: F401 - JupyterLab reads <prefix>/.../settings
     from jupyterlab.commands import get_app_dir
+    from jupyterlab_server.config import get_page_config  # noqa: F401 - JupyterLab reads <prefix>/.../settings
 
     assert get_app_dir().endswith("share/jupyter/lab")

@@ -15,7 +15,6 @@ import torch  # noqa: E402
 
 from normlab import precision, speed  # noqa: E402
 
-
 # ------------------------------------------------------------------------------ speed
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 import random
 import time
 
-import pytest
-
 from grader import attempts, catalogue, learner
 from grader.checks.backward import check_jacobian_is_projection, check_layer_norm_jacobian
 from grader.checks.rmsnorm import check_rms_norm

@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 
 from grader import catalogue
-from grader.grading import results
 from grader.compare import CheckFailed
+from grader.grading import results
 from grader.grading.execute import misconceptions_of, run_test_cell
 from grader.grading.nbgrader_steps import DIAGNOSIS_HEADING, SaveDiagnoses, diagnosis_lines, with_diagnosis
 from grader.grading.report import MIN_GROUP, SUPPRESSED, build_report, neutralise, wilson
@@ -519,7 +519,8 @@ def test_a_known_mistake_reaches_result_gradebook_feedback_and_report(tmp_path):
 
     from grader.checks.backward import check_layer_norm_vjp
     from tests.course_helpers import make_course, submit
-    from tests.integration.test_hostile import ASSIGNMENT as BACKWARD, solution_sources, submission
+    from tests.integration.test_hostile import ASSIGNMENT as BACKWARD
+    from tests.integration.test_hostile import solution_sources, submission
 
     right = solution_sources()
     body = right["layer_norm_vjp"].split('"""', 2)

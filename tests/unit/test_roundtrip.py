@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from tests.conftest import ASSIGNMENTS
 from grader.course.build import script_to_notebook
+from tests.conftest import ASSIGNMENTS
 
 jupytext = pytest.importorskip("jupytext")
 

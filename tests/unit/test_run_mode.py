@@ -29,7 +29,6 @@ def test_one_flag_name_in_every_notebook():
 def shell():
     """An IPython shell with the inline backend, as in a kernel; figures drawn again afterwards."""
     from IPython.core.interactiveshell import InteractiveShell
-
     from matplotlib_inline.backend_inline import configure_inline_support
 
     shell = InteractiveShell.instance()

@@ -27,8 +27,8 @@ import numpy as np
 from grader.boundary import RemoteFunction, SandboxError, learner_exception
 from grader.grading.sandbox import protocol
 from grader.grading.sandbox.shared_args import ArgumentsTooLarge, SharedArgs
-from grader.grading.startup import FACTORY_FOLDER_PREFIX, TORCH_CACHE_VARIABLE
 from grader.grading.seams import OFF_VARIABLE
+from grader.grading.startup import FACTORY_FOLDER_PREFIX, TORCH_CACHE_VARIABLE
 
 
 @dataclass

@@ -14,8 +14,23 @@ from __future__ import annotations
 # notebook that replaces json.dumps, base64's functions or a builtin for its own purposes (an honest
 # `json.dumps = functools.partial(json.dumps, indent=1)`) must not change what goes over the channel.
 from binascii import a2b_base64, b2a_base64
-from builtins import (bool, callable, dict, float, getattr, int, isinstance, len, list, str, tuple, type,
-                      ValueError, UnicodeDecodeError, Exception)
+from builtins import (
+    Exception,
+    UnicodeDecodeError,
+    ValueError,
+    bool,
+    callable,
+    dict,
+    float,
+    getattr,
+    int,
+    isinstance,
+    len,
+    list,
+    str,
+    tuple,
+    type,
+)
 from json import JSONDecoder, JSONEncoder
 from math import isfinite
 from re import compile as _compile

@@ -49,7 +49,8 @@ _warned: set[str] = set()
 
 
 def version(library: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version as installed
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
 
     try:
         return installed({"bs4": "beautifulsoup4"}.get(library, library))

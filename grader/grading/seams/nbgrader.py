@@ -27,15 +27,14 @@ import os
 
 from grader.grading.seams import CORRECTNESS, SPEED, Patch, enabled, expect, expect_signature
 
-
 # --- autograde-phases ------------------------------------------------------------------------------------------
 
 
 def check_autograde_phases() -> None:
+    from nbconvert.exporters import Exporter
     from nbgrader.converters.autograde import Autograde
     from nbgrader.converters.base import BaseConverter
     from nbgrader.coursedir import CourseDirectory
-    from nbconvert.exporters import Exporter
 
     expect_signature(Autograde._init_preprocessors, "self")
     expect_signature(Autograde.init_assignment, "self", "assignment_id", "student_id")
