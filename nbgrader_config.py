@@ -98,7 +98,8 @@ from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.preprocessors.sanitize import SanitizeHTML  # noqa: E402  (not re-exported by the package)
 from traitlets import default as _default  # noqa: E402
 
-from grader.grading.memo import BoundedMemo as _BoundedMemo, digest as _digest  # noqa: E402
+from grader.grading.memo import BoundedMemo as _BoundedMemo  # noqa: E402
+from grader.grading.memo import digest as _digest
 
 # What a learner's HTML may keep: structure and text formatting only. No attribute that runs
 # script (on*), no style or class (the page's Bootstrap has position:fixed classes), no id.
