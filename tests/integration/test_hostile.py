@@ -1118,6 +1118,7 @@ def test_regrading_is_idempotent(hostile_class):
     second, again, _ = grade(course, unrecordable=2)
     assert second == first
     assert limits_as_one(again) == limits_as_one(messages)
+    assert {folder: tree_digest(course / folder) for folder in ("submitted", "source")} == before
 
 
 _STOPPED_BY_A_LIMIT = re.compile(r"time limit exceeded: [^(]*|the notebook's process died from SIGKILL \(killed: [^)]*\) ")
@@ -1128,4 +1129,3 @@ def limits_as_one(messages):
     as slowly as a busy machine lets it may meet the time limit before the memory limit on one run and not the next;
     both stop it with zero, and no other word of the message may differ."""
     return {name: [_STOPPED_BY_A_LIMIT.sub("<stopped by a limit> ", m) for m in texts] for name, texts in messages.items()}
-    assert {folder: tree_digest(course / folder) for folder in ("submitted", "source")} == before

@@ -1,4 +1,5 @@
 """The 02_geometry checks accept correct variants and diagnose classic mistakes."""
+import numpy as np
 import pytest
 
 from grader.checks import geometry as checks
