@@ -1,7 +1,7 @@
 """nbgrader configuration for the LayerNorm/RMSNorm course (this folder is the course root)."""
 import os
 
-c = get_config()  # noqa: F821  (injected by traitlets)
+c = get_config()  # noqa: F821 - injected by traitlets
 
 course_root = os.path.dirname(os.path.abspath(__file__))
 build_dir = os.path.join(course_root, "build")
@@ -62,7 +62,7 @@ class ClearHiddenTestsFromFeedback(ClearHiddenTests):
                 if output.get("output_type") == "error":
                     frames = [_ANSI.sub("", frame) for frame in output.get("traceback", [])]
                     output.traceback = [
-                        frame for frame, plain in zip(output.traceback, frames)
+                        frame for frame, plain in zip(output.traceback, frames, strict=True)
                         if not own_frame.match(plain) and not any(line in plain for line in hidden)
                     ]
         return super().preprocess_cell(cell, resources, cell_index)
@@ -92,14 +92,14 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTestsFromFeedback, CSS
 #    allow-list as the outputs. (Cost: images attached to a markdown cell lose their data:
 #    URL, and headings lose their anchors.)
 
-import bleach  # noqa: E402
-from jinja2 import pass_context  # noqa: E402
-from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath  # noqa: E402
-from nbconvert.preprocessors.sanitize import SanitizeHTML  # noqa: E402  (not re-exported by the package)
-from traitlets import default as _default  # noqa: E402
+import bleach  # noqa: E402 - the sanitising part's import, kept with it
+from jinja2 import pass_context  # noqa: E402 - the sanitising part's import
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath  # noqa: E402 - the sanitising part's import
+from nbconvert.preprocessors.sanitize import SanitizeHTML  # noqa: E402 - the sanitising part's; not re-exported
+from traitlets import default as _default  # noqa: E402 - the sanitising part's import
 
-from grader.grading.memo import BoundedMemo as _BoundedMemo  # noqa: E402
-from grader.grading.memo import digest as _digest
+from grader.grading.memo import BoundedMemo as _BoundedMemo  # noqa: E402 - the sanitising part's import
+from grader.grading.memo import digest as _digest  # noqa: E402 - the sanitising part's import
 
 # What a learner's HTML may keep: structure and text formatting only. No attribute that runs
 # script (on*), no style or class (the page's Bootstrap has position:fixed classes), no id.

@@ -372,7 +372,7 @@ def call_learner(function, *args, what: str, shape_rule: str | None = None, **kw
     originals = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
     copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
     result = run_learner(function, copies, kwargs, what=what, shape_rule=shape_rule)
-    for original, copy in zip(originals, copies):
+    for original, copy in zip(originals, copies, strict=True):
         if isinstance(original, np.ndarray) and not np.array_equal(original, copy):
             fail(
                 f"{what} modified its input array in place (e.g. x -= mu).\n"

@@ -147,7 +147,7 @@ def _factor_cause(answers, references, scales, ds):
         if total == 0:
             continue
         if all(_relative(a, sign * d ** pd * 2.0 ** p2 * s ** ps * n) < FIT
-               for a, n, s, d in zip(answers, references, scales, ds)):
+               for a, n, s, d in zip(answers, references, scales, ds, strict=True)):
             found = (sign, pd, p2, ps)
             break
     return found
@@ -178,7 +178,7 @@ def _pattern_cause(answers, references, bases, names):
     the learner's answer has no component along it at all. None when the directions do not explain it.
     """
     flagged = None
-    for a, n, basis in zip(answers, references, bases):
+    for a, n, basis in zip(answers, references, bases, strict=True):
         diff = (a - n).ravel()
         if np.max(np.abs(diff)) == 0:
             continue
@@ -215,7 +215,7 @@ def _report(what, step, answers, references, scales, ds, epsless, bases, names, 
     found = _factor_cause(answers, references, scales, ds)
     if found:
         fail(head + "\nLikely cause: " + _describe_factor(found, scale_name, norm_label) + ".")
-    if all(_relative(a, n0) < FIT for a, n0 in zip(answers, epsless)):
+    if all(_relative(a, n0) < FIT for a, n0 in zip(answers, epsless, strict=True)):
         fail(head + f"\nLikely cause: eps is missing. Your expression equals the derivative for eps = 0, but eps "
                     f"sits inside the square root of {scale_name} and moves every value that uses {scale_name} "
                     f"and x_hat.")
@@ -261,7 +261,7 @@ def check_scale_gradient(expr, norm="layer"):
         scales.append(_scale(x, eps, norm))
         ds.append(x.size)
         bases.append([np.ones(x.size), _x_hat(x, eps, norm)])
-    errors = [_relative(a, n) for a, n in zip(answers, references)]
+    errors = [_relative(a, n) for a, n in zip(answers, references, strict=True)]
     if max(errors) > TOL:
         names = [_mean_term(norm, "j"), ("part along x_hat", "the deviations x_j - mu" if norm == "layer" else
                                          "x_j itself")]
@@ -296,7 +296,7 @@ def check_jacobian_entry(expr, norm="layer"):
         ds.append(d)
         xh = _x_hat(x, eps, norm)
         bases.append([np.eye(d), np.ones((d, d)), np.outer(xh, xh)])
-    errors = [_relative(a, n) for a, n in zip(answers, references)]
+    errors = [_relative(a, n) for a, n in zip(answers, references, strict=True)]
     if max(errors) > TOL:
         names = [("delta_ij part", "on the diagonal i = j only, what x_i itself contributes to x_hat_i"),
                  _mean_term(norm, "i and j"),
@@ -320,7 +320,7 @@ def check_vjp_expression(expr, norm="layer"):
         print(NOT_YET.format(what=what))
         return None
     answers, references, epsless, scales, ds, bases = [], [], [], [], [], []
-    for k, ((x, eps), g) in enumerate(zip(cases, gs)):
+    for k, ((x, eps), g) in enumerate(zip(cases, gs, strict=True)):
         raw = first if k == 0 else _call(expr, (x.copy(), g.copy(), eps), what)
         answers.append(_as_vector(raw, x.size, f"your {what}"))
         references.append(_fd_gradient(lambda z, eps=eps, g=g: float(g @ _x_hat(z, eps, norm)), x))
@@ -328,7 +328,7 @@ def check_vjp_expression(expr, norm="layer"):
         scales.append(_scale(x, eps, norm))
         ds.append(x.size)
         bases.append([g, np.ones(x.size), _x_hat(x, eps, norm)])
-    errors = [_relative(a, n) for a, n in zip(answers, references)]
+    errors = [_relative(a, n) for a, n in zip(answers, references, strict=True)]
     if max(errors) > TOL:
         names = [("g term", "the identity part of J, from delta_ij"), _mean_term(norm, "feature"),
                  ("term along x_hat", f"what moving {scale_name} contributes")]

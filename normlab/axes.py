@@ -165,7 +165,7 @@ def axis_picture(kinds=("batch", "layer"), shape=(3, 5, 6), *, groups: int = 2, 
         whole = ((0, 0, 0), (T, B, d))
         ax.add_collection3d(Poly3DCollection(_box_faces(*whole), facecolor=_REST, edgecolor="none"))
         ax.add_collection3d(Line3DCollection(_box_grid(*whole), colors=[(0.35, 0.35, 0.35, 0.35)], linewidths=0.5))
-        for colour, index in zip(_HIGHLIGHT, _default_indices(kind, (B, T, d))):
+        for colour, index in zip(_HIGHLIGHT, _default_indices(kind, (B, T, d)), strict=True):
             b_idx, t_idx, k_idx = np.nonzero(shared_statistics_mask(kind, (B, T, d), index, groups))
             lo = (t_idx.min(), b_idx.min(), k_idx.min())
             hi = (t_idx.max() + 1, b_idx.max() + 1, k_idx.max() + 1)
@@ -211,7 +211,7 @@ def change_map_figure(changes: dict, perturbed, *, dpi: int = 100) -> StaticFigu
     B, T = arrays[0].shape
     fig = _new_figure(4.6 * len(names) + 1.2, 1.2 + 0.45 * B + 1.0, dpi)
     image = None
-    for j, (name, a) in enumerate(zip(names, arrays)):
+    for j, (name, a) in enumerate(zip(names, arrays, strict=True)):
         ax = fig.add_subplot(1, len(names), j + 1)
         shown = np.ma.masked_where(a <= 0, a)
         image = ax.imshow(shown, cmap="viridis", norm=LogNorm(vmin=vmin, vmax=vmax), aspect="auto",

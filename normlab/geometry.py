@@ -213,7 +213,7 @@ _PANEL_YLABELS = {
 
 def _make_panels(axes, d: int, names, notes: bool = True) -> dict:
     panels = {}
-    for ax, name in zip(axes, names):
+    for ax, name in zip(axes, names, strict=True):
         fixed = (-_NORMALISED_YLIM, _NORMALISED_YLIM) if name in ("ln", "rms") else None
         panels[name] = _BarPanel(ax, d, _PANEL_TITLES[name], ylim=fixed, symmetric=(name == "centred"),
                                  note=notes)
@@ -388,13 +388,13 @@ class BarDragWidget:
         if x.shape != (D,):
             raise ValueError(f"x must have shape ({D},), got {x.shape}")
         with self.hold():
-            for s, v in zip(self.sliders, x):
+            for s, v in zip(self.sliders, x, strict=True):
                 s.value = float(v)
 
     def reset(self) -> None:
         """Back to the first vector, a = 1, c = 0 and the first eps."""
         with self.hold():
-            for s, v in zip(self.sliders, self.x0):
+            for s, v in zip(self.sliders, self.x0, strict=True):
                 s.value = float(v)
             self.scale.value = 1.0
             self.shift.value = 0.0
@@ -675,9 +675,9 @@ def sphere_view_3d(n_points: int = 30, seed: int = 0, *, eps: float = EPS, dpi: 
         s = np.linspace(0.0, 1.0, 2)
         ax.plot_surface(np.outer(s, disc[:, 0]), np.outer(s, disc[:, 1]), np.outer(s, disc[:, 2]),
                         color="#9ecae1", alpha=0.18, linewidth=0, shade=False)
-        for a_, b_ in zip(x, centred):  # the projection, along 1
+        for a_, b_ in zip(x, centred, strict=True):  # the projection, along 1
             ax.plot(*np.stack([a_, b_]).T, color="0.6", linewidth=0.7)
-        for a_, b_ in zip(centred, x_hat):  # the rescaling, radial within the plane
+        for a_, b_ in zip(centred, x_hat, strict=True):  # the rescaling, radial within the plane
             ax.plot(*np.stack([a_, b_]).T, color="#d62728", linewidth=0.7, linestyle=":")
         h_in, = ax.plot(*x.T, linestyle="none", marker="o", markersize=3.5, color="0.45", label="inputs x")
         h_c, = ax.plot(*centred.T, linestyle="none", marker="o", markersize=3.5, color="#1f77b4",

@@ -350,8 +350,8 @@ def plot_gradient_scale(table: dict, *, normalise_x: bool = True, dpi: int = 100
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(modes), sharey=True, squeeze=False)[0]
     colours = _depth_colours(len(depths))
-    for ax, m in zip(axes, modes):
-        for L, col in zip(depths, colours):
+    for ax, m in zip(axes, modes, strict=True):
+        for L, col in zip(depths, colours, strict=True):
             g = table["norms"][m][L]
             x = np.arange(1, L + 1) / L if normalise_x else np.arange(1, L + 1)
             ax.plot(x, g, color=col, lw=1.8, marker="o" if L <= 16 else None, ms=3, label=f"L = {L}")

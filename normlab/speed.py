@@ -207,7 +207,7 @@ def _time_cases(cases, rows, nbytes, budget_s, min_repeats) -> None:
                 if backend == "torch.compile":
                     row["note"] += f" (first call and timing took {time.perf_counter() - t0:.1f} s)"
                 row.update(ms=1e3 * sec, repeats=n, gb_per_s=nbytes / sec / 1e9)
-            except Exception as exc:  # e.g. no C++ compiler for inductor: report it, keep the table
+            except Exception as exc:  # noqa: BLE001 - e.g. no C++ compiler for inductor: report it, keep the table
                 first = (str(exc).splitlines() or [""])[0][:80]
                 row["note"] = f"failed: {type(exc).__name__}" + (f": {first}" if first else "")
         rows.append(row)

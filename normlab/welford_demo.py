@@ -106,12 +106,12 @@ def variance_error_figure(offsets, panels: dict, unit_roundoff: dict, title: str
     """
     offsets = np.asarray(offsets, dtype=np.float64)
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), sharey=True, squeeze=False)
-    for ax, (name, errors) in zip(axes[0], panels.items()):
+    for ax, (name, errors) in zip(axes[0], panels.items(), strict=True):
         u = unit_roundoff[name]
         for k, (label, values) in enumerate(errors.items()):
             marker, colour = _STYLES[k % len(_STYLES)]
             ax.loglog(offsets, np.maximum(values, _FLOOR), marker, color=colour, ms=4, label=label)
-        for (label, curve), style in zip(guides, (":", "--")):
+        for (label, curve), style in zip(guides, (":", "--"), strict=False):
             ax.loglog(offsets, curve(offsets, u), style, color="0.45", lw=1, label=label)
         ax.axhline(1.0, color="0.6", lw=0.8)
         ax.text(offsets[-1], 0.4, "100% error: no correct digit", fontsize=8, color="0.35", ha="right", va="top")

@@ -251,7 +251,7 @@ def _explain(kind: str, implied, sign: float, fits: list, x2: np.ndarray, eps: f
         scale = scales[index]
         base = ([SIGN] if sign < 0 else []) + scale.mistakes
         through = scale.slope is not None  # autograd through a forward pass that divides by this scale
-        for hypothesis, m, K, mean, formula in per_fit:
+        for hypothesis, _, K, mean, formula in per_fit:
             alternatives = list(formula)
             if hypothesis == "x_hat" and through and not mean:
                 if negligible(K) and np.all(scale.slope == 0):
@@ -728,7 +728,7 @@ def check_layer_norm_backward(layer_norm_backward, shape=(2, 3, 5), eps=1e-5, se
     name, cause = _backward_causes(dx, dgamma, dbeta, dy, x, gamma, eps, reference)
     if name is not None:
         actual = {"dx": dx, "dgamma": dgamma, "dbeta": dbeta}[name]
-        expected = dict(zip(("dx", "dgamma", "dbeta"), reference))[name]
+        expected = dict(zip(("dx", "dgamma", "dbeta"), reference, strict=True))[name]
         index = ("dx", "dgamma", "dbeta").index(name)
         assert_close(actual, expected, f"{what}: {name}", "torch autograd", RTOL, cause,
                      probe=Probe(lambda e, dtype: oracles.in_precision(

@@ -617,7 +617,7 @@ def _call_tracking(function, args, names, what, shape_rule):
     originals = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
     copies = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
     result = run_learner(function, copies, {}, what=what, shape_rule=shape_rule)
-    changed = [name for name, original, copy in zip(names, originals, copies)
+    changed = [name for name, original, copy in zip(names, originals, copies, strict=True)
                if isinstance(original, np.ndarray) and not np.array_equal(original, copy)]
     return result, changed
 
@@ -877,7 +877,7 @@ def check_batch_norm_train(batch_norm_train, shape=None, momentum=0.1, eps=1e-5,
                 (new_mean, new_var, "the new running statistics it returns")])
                 or _affine_cause(z, x_hat, ones, zeros, "bn") or _stats_cause(z, x, eps_case, axes, "BatchNorm"))
             assert_close(z, x_hat, f"y from {what0}", "torch batch_norm(training=True), float64", RTOL, cause,
-                         floor=1.0, probe=_probe(lambda e: oracles.batch_norm(x, e), eps_case, "bn"))
+                         floor=1.0, probe=_probe(lambda e, x=x: oracles.batch_norm(x, e), eps_case, "bn"))
         mean_ok = relative_error(new_mean, right_mean, floor=1.0) <= RTOL
         var_ok = relative_error(new_var, right_var, floor=1.0) <= RTOL
         if not (mean_ok and var_ok):
@@ -895,7 +895,7 @@ def check_batch_norm_train(batch_norm_train, shape=None, momentum=0.1, eps=1e-5,
         what, (y, _, _), (expected, _, _) = _train_call(batch_norm_train, x, g, b, running_mean, running_var, m,
                                                         eps_case)
         _assert_affine(y, expected, x_hat, g, b, f"y from {what}", "torch batch_norm(training=True), float64",
-                       _probe(lambda e: oracles.batch_norm(x, e, g, b), eps_case, "bn"))
+                       _probe(lambda e, x=x, g=g, b=b: oracles.batch_norm(x, e, g, b), eps_case, "bn"))
         passed(f"batch_norm_train matches torch's batch_norm(training=True) and its updated running statistics for x "
                f"of shape {x.shape}, momentum={m:g}, eps={eps_case:g}; the inputs are unchanged")
 
@@ -1010,15 +1010,15 @@ def check_batch_norm_eval(batch_norm_eval, shape=None, eps=1e-5, seed=0, scale=1
                             "those are batch statistics. Evaluation mode uses running_mean and running_var alone.",
                             "bn.eval_uses_batch_stats") if not np.any(z) else None
             assert_close(z, x_hat, what0, "torch batch_norm(training=False), float64", RTOL, cause, floor=1.0,
-                         probe=_probe(lambda e: _torch_running(x, None, None, running_mean, running_var, False, 0.1,
-                                                               e)[0], eps_case, "bn"))
+                         probe=_probe(lambda e, x=x, mean=running_mean, var=running_var:
+                                      _torch_running(x, None, None, mean, var, False, 0.1, e)[0], eps_case, "bn"))
         g, b = _params(d, seed, gamma, beta)
         what, result, changed, expected = _eval_call(batch_norm_eval, x, g, b, running_mean, running_var, eps_case)
         if changed:
             _in_place_failure(what, changed, updates)
         y = strict_array(result, what, x.shape)
         _assert_affine(y, expected, x_hat, g, b, what, "torch batch_norm(training=False), float64",
-                       _probe(lambda e: _torch_running(x, g, b, running_mean, running_var, False, 0.1, e)[0],
-                              eps_case, "bn"))
+                       _probe(lambda e, x=x, g=g, b=b, mean=running_mean, var=running_var:
+                              _torch_running(x, g, b, mean, var, False, 0.1, e)[0], eps_case, "bn"))
         passed(f"batch_norm_eval matches torch's batch_norm(training=False) for x of shape {x.shape}, "
                f"eps={eps_case:g}, using the running statistics only; the inputs are unchanged")

@@ -304,7 +304,7 @@ def _input_cause(calls, x: np.ndarray, a: float, c: float) -> str | None:
         return None
     scale = 1e-9 * max(1.0, float(np.max(np.abs(x))))
     fits = [_implied_affine(z, x) for z in full]
-    if any(r > 1e-9 * max(1.0, float(np.max(np.abs(z)))) for (_, _, r), z in zip(fits, full)):
+    if any(r > 1e-9 * max(1.0, float(np.max(np.abs(z)))) for (_, _, r), z in zip(fits, full, strict=True)):
         return tag("norm received an input that is not of the form alpha * x + beta: the shift c is a constant "
                    "added to every entry (c * 1, i.e. + c), not a multiple of x.", "geo.shift_not_constant")
     is_x = [_close(al, 1.0) and abs(be) <= scale for al, be, _ in fits]
@@ -314,7 +314,7 @@ def _input_cause(calls, x: np.ndarray, a: float, c: float) -> str | None:
     if not any(is_x):
         return tag("norm(x) itself was never evaluated: the gap is measured against norm(x), the unmoved input.",
                    "geo.reference_missing")
-    others = [f for f, plain in zip(fits, is_x) if not plain]
+    others = [f for f, plain in zip(fits, is_x, strict=True) if not plain]
     if not others:
         return tag("norm was only ever called on x itself; the moved input a * x + c was never built (or was built "
                    "by changing x in place, so that both calls saw the same array).", "geo.moved_not_built")

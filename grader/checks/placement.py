@@ -508,7 +508,7 @@ def _qk_probe(qk_norm_logits, q, k, g_q, g_k):
     invariant. Returns a cause (tagged) or None."""
     base = np.asarray(_qk_call(qk_norm_logits, q, k, g_q, g_k, 0.0, "probe"), dtype=np.float64)
     findings = []
-    for side, axis in (("q", -2), ("k", -1)):
+    for side in ("q", "k"):
         bigger_q, bigger_k = q.copy(), k.copy()
         if side == "q":
             bigger_q[..., 0, :] *= 3.0
@@ -614,7 +614,8 @@ def check_qk_norm_logits(qk_norm_logits, cases=QK_VISIBLE, seed: int = 0):
         if cause is None and relative_error(got, _qk_oracle(q, k, g_q, g_k, 0.0), floor=1e-12) <= QK_RTOL:
             cause = tag(f"your logits are those of eps = 0: eps = {eps:g} was not used. It is added to each vector's "
                         "mean square, inside the square root, as in notebook 04's RMSNorm.", "common.eps_not_used")
-        probe = Probe(lambda e, dt: _in_precision(dt, _qk_oracle, q, k, g_q, g_k, e), eps)
+        probe = Probe(lambda e, dt, q=q, k=k, g_q=g_q, g_k=g_k: _in_precision(dt, _qk_oracle, q, k, g_q, g_k, e),
+                      eps)
         if cause is None:
             cause = probe.cause(got, expected, QK_RTOL, 1e-12, None)
         if cause is None:

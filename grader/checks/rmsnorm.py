@@ -399,7 +399,7 @@ def _probe_scale_cause(rms_norm_backward, x, gamma, eps, dtype, tol):
     try:
         result = call_learner(rms_norm_backward, dy, x.astype(dtype), gamma.astype(dtype), eps=eps, what="probe")
         dx = np.asarray(result[0], dtype=np.float64)
-    except Exception:  # the main check reports problems with the call itself
+    except Exception:  # noqa: BLE001 - the main check reports problems with the call itself
         return None, None
     if dx.shape != x.shape or not np.all(np.isfinite(dx)):
         return None, None
@@ -643,7 +643,7 @@ def check_rms_norm_backward(rms_norm_backward, rms_norm=None, shape=(2, 3, 5), e
     name, cause = _backward_causes(dx, dgamma, dy64, x64, gamma64, eps, reference, dtype, rms_norm_backward)
     if name is not None:
         actual = {"dx": dx, "dgamma": dgamma}[name]
-        expected = dict(zip(("dx", "dgamma"), reference))[name]
+        expected = dict(zip(("dx", "dgamma"), reference, strict=True))[name]
         index = ("dx", "dgamma").index(name)
         probe = Probe(lambda e, dt: oracles.in_precision(dt, lambda: oracles.rms_norm_grads(dy64, x64, gamma64, e)[index]),
                       eps, eps_ids=("rms.eps_ignored", "rms.eps_ignored"), precision_ids=("rms.float32_inside", "rms.low_precision_statistics"), input_dtype=dtype)
@@ -750,7 +750,7 @@ def _bf16_cause(y, x, gamma, eps, x_hat):
               (gamma * centred_hat, tag("the outputs (divided by gamma) have mean zero in every token: you subtracted "
                                         "the mean. That is LayerNorm; RMSNorm divides x itself by "
                                         "sqrt(mean(x**2) + eps).", "rms.mean_subtracted"))]
-    for basis, mistake in shapes:
+    for basis, mistake in shapes:  # noqa: B007 - read after the loop: the shape that fit
         rho, residual = _token_fit(y, basis)
         if np.all(residual <= BF16_SHAPE_FIT):
             break

@@ -339,7 +339,7 @@ def assign_ids(cells: list, raw_ids: list) -> None:
         valid = isinstance(raw_id, str) and CELL_ID.fullmatch(raw_id) and raw_id not in used
         kept.append(raw_id if valid else None)
         used.add(raw_id if valid else None)
-    for index, (cell, cell_id) in enumerate(zip(cells, kept)):
+    for index, (cell, cell_id) in enumerate(zip(cells, kept, strict=True)):
         if cell_id is None:
             cell_id, suffix = f"cell-{index}", 0
             while cell_id in used:
@@ -387,7 +387,7 @@ def repair_notebook(document, release: Release, name: str) -> tuple[nbformat.Not
         nb = v4.new_notebook(cells=cells, metadata=metadata)  # validates every cell
     except nbformat.ValidationError:
         built = [build_cell(content) for content in contents]  # which cells must lose metadata or attachments
-        stripped = [f"{content['position'] + 1}" for content, (_, lost) in zip(contents, built) if lost]
+        stripped = [f"{content['position'] + 1}" for content, (_, lost) in zip(contents, built, strict=True) if lost]
         cells = [cell for cell, _ in built]
         assign_ids(cells, [content["id"] for content in contents])
     if stripped:

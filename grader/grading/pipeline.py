@@ -566,7 +566,7 @@ class GradingRun:
             return not (self.probe_error and self.waiting)
         if not block and not self.probe.done():
             return True
-        for attempt in range(MAX_ATTEMPTS + 1):
+        for _ in range(MAX_ATTEMPTS + 1):
             try:
                 self.probe_error = self.probe.result().problem
                 break

@@ -99,7 +99,7 @@ def _by_cells(html: str) -> tuple[str, int] | None:
         return None
     name = f"lncourse-cell-{secrets.token_hex(8)}"  # no learner can write it into the page
     pieces, fragments, end = [], [], 0
-    for start, following in zip(starts, starts[1:]):
+    for start, following in zip(starts, starts[1:], strict=False):
         stop = html.rfind(">", start, following) + 1  # text after the cell's last tag stays in the skeleton
         pieces += [html[end:start], f'<{name} data-i="{len(fragments)}"></{name}>']
         fragments.append(html[start:stop])
@@ -119,7 +119,7 @@ def _by_cells(html: str) -> tuple[str, int] | None:
     in_notebook = {id(p) for p in skeleton.select(f"{NOTEBOOK} {name}")}
     missing = _mark(skeleton, FOCUSABLE_IN_PAGE)
     cells = []
-    for placeholder, names, fragment in zip(placeholders, ancestors, fragments):
+    for placeholder, names, fragment in zip(placeholders, ancestors, fragments, strict=True):
         cell = _cell(fragment, id(placeholder) in in_notebook)
         if cell is None or not names.isdisjoint(cell[2]):
             return None

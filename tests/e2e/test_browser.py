@@ -202,7 +202,7 @@ def run_all_cells(page) -> float:
     n_code = page.locator(".jp-Notebook .jp-CodeCell").count()
     prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputArea-prompt")
     began = time.monotonic()
-    for attempt in range(3):
+    for _ in range(3):
         # Select the first cell, so the notebook is JupyterLab's current widget and the
         # Run menu's items are enabled (on a freshly loaded page they may not be yet).
         page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first.click()
@@ -210,7 +210,7 @@ def run_all_cells(page) -> float:
         item = page.locator(".lm-Menu-item:not(.lm-mod-disabled)", has_text="Run All Cells").first
         try:
             item.click(timeout=10_000)
-        except Exception:  # Playwright's TimeoutError: the item stayed disabled
+        except Exception:  # noqa: BLE001 - Playwright's TimeoutError: the item stayed disabled
             page.keyboard.press("Escape")
             continue
         started = time.monotonic()
@@ -431,7 +431,7 @@ def math_problems(report: dict, expected: list[int]) -> list[str]:
     if len(cells) != len(expected):
         return [f"{len(cells)} markdown cells in the page, {len(expected)} in the notebook"]
     problems = [f"an output shows a MathJax error: {e}" for e in report["outputErrors"]]
-    for index, (cell, want) in enumerate(zip(cells, expected)):
+    for index, (cell, want) in enumerate(zip(cells, expected, strict=True)):
         where = f"markdown cell {index} ({cell['head'][:60]!r})"
         if not cell["rendered"]:
             problems.append(f"{where} is not rendered")
@@ -449,7 +449,7 @@ def test_the_formula_report_sees_each_planted_mistake(reader):
     '$' are each named."""
     with read_notebook(reader, MATH_PROBE) as panel:
         report = math_report(reader, panel, expected_total=4, timeout_s=30)
-        cells = dict(zip((name for name, _ in PROBE_CELLS), report["cells"]))
+        cells = dict(zip((name for name, _ in PROBE_CELLS), report["cells"], strict=True))
         assert cells["fine"]["math"] == 2 and not (cells["fine"]["errors"] or cells["fine"]["undefined"]
                                                    or cells["fine"]["raw"]), cells["fine"]
         assert cells["error"]["errors"], cells["error"]

@@ -220,7 +220,7 @@ def fetch_feedback_in_browser(page) -> bool:
     link = page.locator("#submitted_assignments_list a", has_text="(view feedback)").first
     try:
         link.wait_for(timeout=30_000)
-    except Exception:  # Playwright's TimeoutError: nothing was fetched
+    except Exception:  # noqa: BLE001 - Playwright's TimeoutError: nothing was fetched
         return False
     link.click()
     listed = page.locator(".jp-DirListing-item", has_text=f"{ASSIGNMENT}.html")

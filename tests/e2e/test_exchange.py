@@ -190,7 +190,7 @@ def cycle(tmp_path_factory):
     users = {"instructor": {"home": base / "instructor" / "home", "work": course}}
     for student in STUDENTS:
         users[student] = {"home": base / student / "home", "work": base / student / "work"}
-    for who, user in users.items():
+    for user in users.values():
         user["work"].mkdir(parents=True, exist_ok=True)
         (user["home"] / ".jupyter").mkdir(parents=True)
         (user["home"] / ".jupyter" / "nbgrader_config.py").write_text(

@@ -246,7 +246,7 @@ def backward_per_token(dy, x, gamma, eps=1e-5):
     """Flatten the leading axes and apply the one-token VJP row by row."""
     d = x.shape[-1]
     rows_x, rows_dy = x.reshape(-1, d), dy.reshape(-1, d)
-    dx = np.stack([vjp_sums(xr, gamma * dyr, eps) for xr, dyr in zip(rows_x, rows_dy)])
+    dx = np.stack([vjp_sums(xr, gamma * dyr, eps) for xr, dyr in zip(rows_x, rows_dy, strict=True)])
     x_hat = np.stack([(xr - xr.mean()) / np.sqrt(xr.var() + eps) for xr in rows_x])
     return dx.reshape(x.shape), np.einsum("td,td->d", rows_dy, x_hat), rows_dy.sum(axis=0)
 

@@ -322,7 +322,7 @@ def probe_isclose_relative(norm, x, t):
     changed = x.copy()
     changed[:, t + 1:] += 1.0
     before, after = norm(x)[:, : t + 1], norm(changed)[:, : t + 1]
-    return not all(math.isclose(a, b) for a, b in zip(before.ravel(), after.ravel()))
+    return not all(math.isclose(a, b) for a, b in zip(before.ravel(), after.ravel(), strict=True))
 
 
 def probe_truncate_allclose(norm, x, t):

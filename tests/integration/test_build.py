@@ -92,8 +92,8 @@ def solution_and_hidden_lines(assignment, root=ROOT):
     solutions = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", source, re.S)
     hidden = [m.group(0) for m in HIDDEN_TESTS.finditer(source)]
     keep = lambda line: len(line.strip()) > 12 and not line.strip().startswith("#")  # noqa: E731
-    return ([l.strip() for block in solutions for l in block.splitlines() if keep(l)],
-            [l.strip() for block in hidden for l in block.splitlines() if keep(l) and "HIDDEN TESTS" not in l])
+    return ([line.strip() for block in solutions for line in block.splitlines() if keep(line)],
+            [line.strip() for block in hidden for line in block.splitlines() if keep(line) and "HIDDEN TESTS" not in line])
 
 
 def code(cells) -> str:

@@ -70,7 +70,7 @@ def runs(tmp_path_factory):
             ["bash", str(bundle / "run_autograder")], env={**env, "AUTOGRADER_ROOT": str(root)},
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     found = {}
-    for name, (started, process) in processes.items():
+    for name, (_, process) in processes.items():
         output, _ = process.communicate(timeout=300)
         assert process.returncode == 0, output
         found[name] = (json.loads((roots[name] / "results" / "results.json").read_text()), output)

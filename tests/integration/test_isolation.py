@@ -165,16 +165,16 @@ def teardown_report(scratch: str) -> dict:
         box = client.Sandbox(mode="auto", uid=SLOT_UID, scratch=Path(scratch))
         try:
             text_of(box.run_cell(DETACH % (marker, marker + 1)))
-            report[f"{how}: running before"] = wait_until(lambda: len(sleepers(marker)) == 2)
+            report[f"{how}: running before"] = wait_until(lambda marker=marker: len(sleepers(marker)) == 2)
             if how == "exit":
                 try:
                     box.run_cell("import os; os._exit(0)")
                 except client.SandboxError:
                     pass
-                report[f"{how}: gone before close"] = wait_until(lambda: not sleepers(marker))
+                report[f"{how}: gone before close"] = wait_until(lambda marker=marker: not sleepers(marker))
         finally:
             box.close()
-        report[f"{how}: gone after close"] = wait_until(lambda: not sleepers(marker))
+        report[f"{how}: gone after close"] = wait_until(lambda marker=marker: not sleepers(marker))
         report[f"{how}: workdir removed"] = not box.workdir.exists()
     return report
 
@@ -421,9 +421,9 @@ def reach_as_another_user(paths: list[str], staging: str) -> str:
     commands = []
     for number, (ancestor, inside) in enumerate(blocked.items()):
         holds = [os.path.join(staging, f"{number}-{i}") for i in range(len(inside))]
-        commands += [f"mkdir -p {hold} && mount --bind {path} {hold}" for path, hold in zip(inside, holds)]
+        commands += [f"mkdir -p {hold} && mount --bind {path} {hold}" for path, hold in zip(inside, holds, strict=True)]
         commands.append(f"mount -t tmpfs -o mode=755 tmpfs {ancestor}")
-        commands += [f"mkdir -p {path} && mount -o bind,ro {hold} {path}" for path, hold in zip(inside, holds)]
+        commands += [f"mkdir -p {path} && mount -o bind,ro {hold} {path}" for path, hold in zip(inside, holds, strict=True)]
     return "".join(f"{command} && " for command in commands)
 
 

@@ -375,7 +375,7 @@ def test_the_filter_covers_every_abi():
         assert isolation.block_keyring_syscalls()
         results = {}
         for name, number in zip(("add_key", "request_key", "keyctl"), isolation.KEYRING_SYSCALLS[
-                next(iter(isolation.KEYRING_SYSCALLS))]):
+                next(iter(isolation.KEYRING_SYSCALLS))], strict=True):
             for variant in ((number, number | isolation.X32_SYSCALL_BIT) if platform.machine() == "x86_64"
                             else (number,)):
                 r = libc.syscall(ctypes.c_long(variant), ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0))
@@ -495,7 +495,7 @@ def test_nothing_of_the_sandbox_uids_is_left_after_a_grading_run(scratch):
     finally:
         run.close()
     for uid in slots:
-        assert wait_until(lambda: not any(residue_of(uid, scratch).values())), (uid, residue_of(uid, scratch))
+        assert wait_until(lambda uid=uid: not any(residue_of(uid, scratch).values())), (uid, residue_of(uid, scratch))
 
 
 # -- userns: the same, as an unprivileged instructor --------------------------------------------------------------

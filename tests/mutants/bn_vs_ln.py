@@ -868,7 +868,7 @@ def _tolerances():
         "rel_diff": lambda a, b: bool(np.max(np.abs(a - b) / (np.abs(a) + 1e-12), initial=0.0) > 1e-10),
         "float32": lambda a, b: not np.array_equal(a.astype(np.float32), b.astype(np.float32)),
         "round": lambda a, b: not np.array_equal(np.round(a, 8), np.round(b, 8)),
-        "math_isclose": lambda a, b: not all(math.isclose(p, q) for p, q in zip(a.ravel(), b.ravel())),
+        "math_isclose": lambda a, b: not all(math.isclose(p, q) for p, q in zip(a.ravel(), b.ravel(), strict=True)),
         "torch_allclose": lambda a, b: not torch.allclose(torch.from_numpy(a), torch.from_numpy(b)),
         "torch_assert_close": torch_close,
         "np_testing": np_testing,

@@ -170,9 +170,11 @@ def _projection_mutants():
         if how == "as_is":
             function = span
         elif how == "copy":
-            function = (lambda V, span=span: np.array(span(V), dtype=np.float64, copy=True))
+            def function(V, span=span):
+                return np.array(span(V), dtype=np.float64, copy=True)
         else:  # I - (I - M) = M
-            function = (lambda V, span=span: np.eye(V.shape[0]) - (np.eye(V.shape[0]) - span(V)))
+            def function(V, span=span):
+                return np.eye(V.shape[0]) - (np.eye(V.shape[0]) - span(V))
         found.append(mutant(NB, PROJ, "geo.span_not_complement", function, f"{PROJ}/span_not_complement/{name}/{how}"))
     # No two-mistake family here: with one column only, V = 1, the first test case cannot show a mistake
     # about several columns, so the first failure names the other mistake alone.
@@ -463,7 +465,7 @@ def _shaped(summary, move):
 
 def _gap_families():
     found = []
-    for j, how in enumerate(ENTRYWISE):
+    for how in ENTRYWISE:
         for mname in ("plain", "ones_like", "multiply_add"):
             found.append(mutant(NB, GAP, "geo.norm_on_scalar", _entrywise(how, MOVES_OK[mname]),
                                 f"{GAP}/norm_on_scalar/{how}/{mname}"))
@@ -479,7 +481,7 @@ def _gap_families():
                             lambda norm, x, a, c, move=move: float(np.max(np.abs(_own_layer_norm(move(x, a, c))
                                                                                  - _own_layer_norm(x)))),
                             f"{GAP}/norm_not_called/own_layer_norm/{mname}"))
-    for k, how in enumerate(("discarded", "copy_only", "same_name", "out_of_place_add", "x_twice")):
+    for how in ("discarded", "copy_only", "same_name", "out_of_place_add", "x_twice"):
         for rname in list(REDUCE_OK)[:4]:
             found.append(mutant(NB, GAP, "geo.moved_not_built", _moved_not_built(how, REDUCE_OK[rname]),
                                 f"{GAP}/moved_not_built/{how}/{rname}"))

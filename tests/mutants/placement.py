@@ -102,7 +102,7 @@ def _stray(extra, formula):
 
 
 # id(s) -> {label: {mode: wrong formula}}: the modes not named use a correct formula
-P, O = OK["pre"]["sum"], OK["output"]["sum"]
+P, OUT = OK["pre"]["sum"], OK["output"]["sum"]
 FORMULA_MISTAKES = {
     "place.pre_post_swapped": {
         "pre_gets_post": {"pre": OK["post"]["sum"]}, "pre_gets_post_named": {"pre": _post_named},
@@ -163,7 +163,7 @@ FORMULA_MISTAKES = {
     },
     "place.repeated_calls": {
         "shape_assert": {"pre": _stray(lambda x, F, n: F(n(x)).shape, P)},
-        "debug_norm": {"output": _stray(lambda x, F, n: float(n(x).mean()), O)},
+        "debug_norm": {"output": _stray(lambda x, F, n: float(n(x).mean()), OUT)},
         "post_twice": {"post": _stray(lambda x, F, n: F(x), OK["post"]["sum"])},
         "output_norm_twice": {"output": lambda x, F, n: x + n(F(x)) + 0 * n(F(x))},
     },
@@ -364,7 +364,7 @@ def _key_error(style, formulas=None):
         if style == "functions":
             return {"pre": chosen["pre"], "post": chosen["post"], "output": chosen["output"]}[mode](x, F, norm)
         if style == "getitem":
-            return dict(zip(MODES, (chosen[m] for m in MODES))).__getitem__(mode)(x, F, norm)
+            return dict(zip(MODES, (chosen[m] for m in MODES), strict=True)).__getitem__(mode)(x, F, norm)
         if style == "eager_values":  # only one is computed: the lookup comes first
             placement = {"pre": 0, "post": 1, "output": 2}[mode]
             return chosen[MODES[placement]](x, F, norm)
@@ -374,7 +374,7 @@ def _key_error(style, formulas=None):
             group = "norm_first" if mode == "pre" else "norm_last"
             return table[group][mode](x, F, norm)
         if style == "pop":
-            return dict(zip(MODES, (chosen[m] for m in MODES))).pop(mode)(x, F, norm)
+            return dict(zip(MODES, (chosen[m] for m in MODES), strict=True)).pop(mode)(x, F, norm)
         return {m: m for m in MODES}[mode] and chosen[mode](x, F, norm)  # "identity_table"
 
     return residual_sublayer

@@ -89,8 +89,9 @@ def test_learner_dependencies_do_not_force_ipywidgets_8():
 
 
 def test_ci_calls_make_test_only():
-    lines = [l for l in (ROOT / ".ci" / "run").read_text().splitlines() if l.strip() and not l.startswith("#")]
-    assert any("make test" in l for l in lines)
+    lines = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert any("make test" in line for line in lines)
 
 
 def test_every_tested_pin_lies_inside_the_bounds_and_every_bound_has_a_ceiling():

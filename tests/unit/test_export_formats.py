@@ -12,12 +12,12 @@ import io
 
 import pytest
 
-pytestmark = pytest.mark.filterwarnings("ignore:Object of type <Submitted")
-
 from grader.grading.export import canvas, moodle, nbgrader_csv, rawcsv
 from grader.grading.export.command import main as export_main
 from grader.grading.export.gradebook import GradebookError, format_points, read_class
 from grader.grading.export.roster import Learner, RosterError, parse_roster, reconcile
+
+pytestmark = pytest.mark.filterwarnings("ignore:Object of type <Submitted")
 
 A, B = "03_backward", "04_rmsnorm"
 ROSTER = (
@@ -76,7 +76,7 @@ def course(tmp_path_factory):
 
 def test_roster_reads_aliases_unicode_and_quotes():
     learners = parse_roster(ROSTER)
-    assert [l.nbgrader_id for l in learners] == ["ada", "chloé", "zoë", "nosub"]
+    assert [learner.nbgrader_id for learner in learners] == ["ada", "chloé", "zoë", "nosub"]
     assert learners[1].name == 'Chloé "Clo" Dupré' and learners[1].lms_user_id == "103"
     assert learners[2].name == "Zoë, Line\nBreak" and learners[0].idnumber == "N1"
     with pytest.raises(RosterError, match="nbgrader_id"):
@@ -94,7 +94,7 @@ def test_the_gradebook_is_read_and_reconciled(course):
     matched = reconcile(parse_roster(ROSTER), grades)
     assert matched.not_in_roster == ["hacker"]
     assert ("nosub", A) in matched.no_submission and ("chloé", B) in matched.no_submission
-    assert [l.nbgrader_id for l in matched.learners][-1] == "hacker"  # kept, after the roster's learners
+    assert [learner.nbgrader_id for learner in matched.learners][-1] == "hacker"  # kept, after the roster's learners
     with pytest.raises(GradebookError, match="not in the gradebook: 99_none"):
         read_class(course, ["99_none"])
 
@@ -173,7 +173,7 @@ def test_csv_has_nbgraders_columns_quoted(course):
     rows = cells(nbgrader_csv.write_csv(grades, learners))
     assert rows[0] == nbgrader_csv.COLUMNS
     assert all(len(r) == len(nbgrader_csv.COLUMNS) for r in rows)
-    by_id = {r[3]: dict(zip(rows[0], r)) for r in rows[1:]}
+    by_id = {r[3]: dict(zip(rows[0], r, strict=True)) for r in rows[1:]}
     assert by_id["chloé"]["last_name"] == 'Q, "R"' and by_id["chloé"]["score"] == "2.0"
     assert by_id["nosub"]["score"] == "0.0" and by_id["hacker"]["score"] == "0.0"
     blank = {r[3]: r for r in cells(nbgrader_csv.write_csv(grades, learners, "blank"))}

@@ -160,7 +160,7 @@ def test_output_budget_cuts_outputs_but_keeps_types():
     assert note and result["cells"]["39"][0]["text"] == "x" * 100_000  # the original is unchanged
     sizes = sum(output_budget._size(o) for outputs in bounded["cells"].values() for o in outputs)
     assert sizes < 400_000 + 120 * 1000
-    for key, outputs in bounded["cells"].items():
+    for outputs in bounded["cells"].values():
         assert [o["output_type"] for o in outputs] == ["stream", "display_data", "error"]
     assert "text/html" not in bounded["cells"]["39"][1]["data"]
     assert output_budget.bound_outputs({"cells": {"0": [big]}}, 400_000) == ({"cells": {"0": [big]}}, None)

@@ -54,7 +54,7 @@ def test_default_then_config_file_then_command_line(tmp_path, monkeypatch):
     assert both.cell_timeout == 5.0  # the named option is the most specific
     with pytest.raises(ValueError):
         grade_config(course, {"no_such_setting": 1})
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="cell_timeout must be a positive number"):
         grade_config(course, {"cell_timeout": -1.0})
 
 

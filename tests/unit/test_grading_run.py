@@ -138,11 +138,14 @@ class FakePool:
         self.closed = True
 
 
+USERNS_PROBE = execution_slot.ProbeResult(None, "userns")  # the probe's answer where every sandbox starts
+
+
 class Workers:
     """What the pools' workers do: the probe's answer, ``execute(job, attempt) -> result text``
     (``attempt``: 1 for the first execution of that job in this run), and feedback that always works."""
 
-    def __init__(self, events: list, execute=honest, probe=execution_slot.ProbeResult(None, "userns")):
+    def __init__(self, events: list, execute=honest, probe=USERNS_PROBE):
         self.events, self.execute, self.probe = events, execute, probe
         self.executions: list[tuple[str, str]] = []  # (student, notebook), every execution in order
         self.pools: list[FakePool] = []

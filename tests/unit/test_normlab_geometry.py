@@ -47,7 +47,7 @@ def w():
 
 
 def set_x(w, x):
-    for s, v in zip(w.sliders, x):
+    for s, v in zip(w.sliders, x, strict=True):
         s.value = float(v)
 
 
@@ -193,7 +193,7 @@ def test_figure_is_updated_in_place_never_rebuilt(w):
         act()
         assert w.image.value != before, "every change must refresh the image"
     assert w.fig is fig and list(w.fig.axes) == axes
-    assert all(p.bars is b for p, b in zip(w.panels.values(), bars))
+    assert all(p.bars is b for p, b in zip(w.panels.values(), bars, strict=True))
     assert all(any(p.bars is a for a in p.ax.collections) for p in w.panels.values())
     assert w.n_renders == n + len(actions)  # one render per event
 

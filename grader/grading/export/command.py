@@ -69,12 +69,14 @@ def export(args) -> int:
         if args.to == "canvas":
             from dataclasses import replace
 
-            matched = type(matched)([replace(l, sis_login_id=l.sis_login_id or l.nbgrader_id) for l in matched.learners],
+            matched = type(matched)([replace(learner, sis_login_id=learner.sis_login_id or learner.nbgrader_id)
+                                     for learner in matched.learners],
                                     matched.not_in_roster, matched.no_submission)
         elif args.moodle_id == "username":
             from dataclasses import replace
 
-            matched = type(matched)([replace(l, username=l.username or l.nbgrader_id) for l in matched.learners],
+            matched = type(matched)([replace(learner, username=learner.username or learner.nbgrader_id)
+                                     for learner in matched.learners],
                                     matched.not_in_roster, matched.no_submission)
     _listed("in the gradebook but not in the roster", matched.not_in_roster)
     _listed(f"no submission (--missing {args.missing}: {'0' if args.missing == 'zero' else 'left blank'})",

@@ -102,9 +102,10 @@ def reconcile(roster: list[Learner] | None, grades) -> Reconciled:
                                    email=s.email) for sid, s in grades.students.items()}
     if roster is None:
         learners = list(from_gradebook.values())
-        return Reconciled(learners, [], [(l.nbgrader_id, a) for l in learners for a in grades.assignments
-                                          if (a, l.nbgrader_id) not in grades.scores])
-    known = {l.nbgrader_id for l in roster}
+        return Reconciled(learners, [], [(learner.nbgrader_id, a) for learner in learners for a in grades.assignments
+                                          if (a, learner.nbgrader_id) not in grades.scores])
+    known = {learner.nbgrader_id for learner in roster}
     not_in_roster = [sid for sid in grades.students if sid not in known]
-    no_submission = [(l.nbgrader_id, a) for l in roster for a in grades.assignments if (a, l.nbgrader_id) not in grades.scores]
+    no_submission = [(learner.nbgrader_id, a) for learner in roster for a in grades.assignments
+                     if (a, learner.nbgrader_id) not in grades.scores]
     return Reconciled([*roster, *(from_gradebook[sid] for sid in not_in_roster)], not_in_roster, no_submission)

@@ -164,7 +164,7 @@ def decode(data, make_handle=None, depth: int = 0, make_stream=None, make_shared
             return Unsupported(str(data.get("type", "unknown"))[:200])
     except ProtocolError:
         raise
-    except Exception as error:  # any malformed field
+    except Exception as error:  # noqa: BLE001 - any malformed field
         raise ProtocolError(f"malformed {tag}: {type(error).__name__}") from None
     raise ProtocolError(f"unknown tag {tag!r}")
 

@@ -714,7 +714,7 @@ class Worker:
                     delegated = self.tripwires.stop()
                     if measure:
                         peak = report.peak
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - whatever the learner's code raises goes back
                 return {"op": "raise", "type": type(exc).__name__, "message": self.safe_str(exc)[:4000],
                         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:],
                         "stdout": out.value(), "delegated": delegated}
