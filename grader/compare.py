@@ -310,7 +310,8 @@ class Probe:
             value = 0.0  # eps = 0 and a negligible eps (1e-12) give the same numbers: "ignored" is the reading
         if value == 0:
             return tag(f"your output matches the reference computed with eps = 0 (or a negligible eps such as "
-                       f"1e-12), not with the eps={self.eps:g} passed in: eps is ignored. Use the eps argument, inside the square root.", self.eps_ids[1])
+                       f"1e-12), not with the eps={self.eps:g} passed in: eps is ignored. Use the eps argument, inside "
+                       f"the square root.", self.eps_ids[1])
         return tag(f"your output matches the reference at eps={value:g}, not at the eps={self.eps:g} passed in: "
                    "eps is hard-coded (or a default of yours is used). Use the eps argument itself.", self.eps_ids[0])
 
@@ -433,7 +434,8 @@ def _error_parts(error: BaseException) -> tuple[str, str]:
     except Exception:  # noqa: BLE001
         name = "Exception"
     name = str(name)[:100]
-    sandbox_text = getattr(error, "sandbox_text", None)  # set by grader.boundary.learner_exception: str() of the original
+    # set by grader.boundary.learner_exception: str() of the original
+    sandbox_text = getattr(error, "sandbox_text", None)
     message = _safe_text(sandbox_text if isinstance(sandbox_text, str) else error, 4000)
     if name == "LearnerException":  # grader.boundary.learner_exception: "TypeName: message"
         head, _, rest = message.partition(": ")
@@ -573,7 +575,8 @@ def is_shape_error(kind: str, message: str) -> bool:
     return kind == "AxisError" or any(pattern.lower() in lowered for pattern, _ in _SHAPE_ERRORS)
 
 
-_SHAPE_IDS = {"could not be broadcast": "common.broadcast_mismatch", "must match the size of tensor": "common.broadcast_mismatch",
+_SHAPE_IDS = {"could not be broadcast": "common.broadcast_mismatch",
+              "must match the size of tensor": "common.broadcast_mismatch",
               "not aligned": "common.matmul_axes", "mismatch in its core dimension": "common.matmul_axes"}
 
 

@@ -46,7 +46,8 @@ def compare(guess, actual, name: str = "your prediction", rel: float = 0.1, unit
         elif kind == "invalid":
             print(f"✎ {name}: {guess!r} is not a number; write a number such as 0.5 or 1e-3.")
         else:
-            said = {"close": f"✔ close: within {100 * rel:.0f} %", "order": "≈ the right order of magnitude, not closer",
+            said = {"close": f"✔ close: within {100 * rel:.0f} %",
+                    "order": "≈ the right order of magnitude, not closer",
                     "far": "✘ off by more than a factor of 10"}[kind]
             print(f"{name}: you guessed {float(guess):.4g}{unit}, measured {float(actual):.4g}{unit}. {said}.")
         return kind

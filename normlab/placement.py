@@ -535,7 +535,8 @@ class PlacementWidget:
     def _compute(self, depth: int, d: int) -> dict:
         key = (depth, d, self._seed)
         if key not in self._cache:
-            prof = _grad_profiles(self.sublayer, depth, MODES, d=d, tokens=self.tokens, seeds=self.seeds, seed=self._seed,
+            prof = _grad_profiles(self.sublayer, depth, MODES, d=d, tokens=self.tokens,
+                                  seeds=self.seeds, seed=self._seed,
                                   act="relu")
             self._cache[key] = {m: p.mean(axis=0) for m, p in prof.items()}
         return self._cache[key]

@@ -190,7 +190,8 @@ def gradebook_rows(course: Path) -> dict:
             return sorted(tuple(map(str, row)) for row in db.execute(query))
 
         return {
-            "submissions": rows("select s.id, a.name from submitted_assignment sa join student s on sa.student_id = s.id "
+            "submissions": rows("select s.id, a.name from submitted_assignment sa join student s on "
+                                "sa.student_id = s.id "
                                 "join assignment a on sa.assignment_id = a.id"),
             "notebooks": rows("select count(*) from submitted_notebook"),
             "grades": rows("select st.id, c.name, g.auto_score, g.manual_score, g.needs_manual_grade from grade g "

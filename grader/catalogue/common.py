@@ -34,7 +34,8 @@ MISCONCEPTIONS = [
           "Almost always epsilon missing from, or outside, the square root."),
     entry("common.modified_input", "Input changed in place",
           "A function must not change the arrays it is given: the caller still needs them.",
-          "Look for updates written into an argument itself: subtracting or dividing in place, or assigning into a slice of it.",
+          "Look for updates written into an argument itself: subtracting or dividing in place, or assigning "
+          "into a slice of it.",
           "In-place updates on x; the caller's data is silently corrupted."),
     # ---------------------------------------------------------------- how it is called
     entry("common.fixed_rank", "Code fixed to one number of axes",

@@ -553,7 +553,8 @@ def check_layer_norm_vjp(layer_norm_vjp, layer_norm_jacobian=None, x=None, g=Non
     cause = _vjp_cause(v, x, g, eps, reference) if relative_error(v, reference) > RTOL else None
     assert_close(v, reference, what, "torch autograd", RTOL, cause,
                  probe=Probe(lambda e, dtype: oracles.in_precision(
-                     dtype, lambda: oracles.layer_norm_grads(g, x, np.ones(x.size), e)[0]), eps, eps_ids=("bwd.eps_hardcoded", "bwd.eps_ignored")))
+                     dtype, lambda: oracles.layer_norm_grads(g, x, np.ones(x.size), e)[0]), eps,
+                             eps_ids=("bwd.eps_hardcoded", "bwd.eps_ignored")))
     if layer_norm_jacobian is not None:
         J = strict_array(call_learner(layer_norm_jacobian, x, eps=eps, what=f"layer_norm_jacobian(x, eps={eps})",
                                       shape_rule=TOKEN_RULE),
@@ -697,7 +698,8 @@ def _backward_causes(dx, dgamma, dbeta, dy, x, gamma, eps, reference):
 
 
 @check
-def check_layer_norm_backward(layer_norm_backward, shape=(2, 3, 5), eps=1e-5, seed=0, gamma=None, scale=1.0, offset=0.0):
+def check_layer_norm_backward(layer_norm_backward, shape=(2, 3, 5), eps=1e-5, seed=0, gamma=None,
+                              scale=1.0, offset=0.0):
     """Compare ``(dx, dgamma, dbeta) = layer_norm_backward(dy, x, gamma, eps)`` with autograd for x: (..., d)."""
     shape = tuple(shape)
     d = shape[-1]
@@ -732,5 +734,6 @@ def check_layer_norm_backward(layer_norm_backward, shape=(2, 3, 5), eps=1e-5, se
         index = ("dx", "dgamma", "dbeta").index(name)
         assert_close(actual, expected, f"{what}: {name}", "torch autograd", RTOL, cause,
                      probe=Probe(lambda e, dtype: oracles.in_precision(
-                         dtype, lambda: oracles.layer_norm_grads(dy, x, gamma, e)[index]), eps, eps_ids=("bwd.eps_hardcoded", "bwd.eps_ignored")))
+                         dtype, lambda: oracles.layer_norm_grads(dy, x, gamma, e)[index]), eps,
+                                 eps_ids=("bwd.eps_hardcoded", "bwd.eps_ignored")))
     passed(f"layer_norm_backward matches autograd for x of shape {shape}, eps={eps}")

@@ -840,7 +840,8 @@ def _assert_affine(y, expected, x_hat, gamma, beta, what, oracle, probe=None):
     if cause is None and probe is not None and relative_error(y, expected, floor) > RTOL:
         cause = probe.cause(y, expected, RTOL, floor, None)
     assert_close(y, expected, what, oracle, RTOL,
-                 cause or tag("with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are used: "
+                 cause or tag("with gamma = 1 and beta = 0 your output is right, so look at how gamma and "
+                              "beta are used: "
                               "y = gamma * x_hat + beta.", "bn.affine_misapplied"),
                  floor=floor)
 

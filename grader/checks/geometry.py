@@ -614,7 +614,8 @@ def check_norm_squared(expression):
             try:
                 value = expression(x.copy(), eps)
             except Exception as error:  # noqa: BLE001 - a derivation check reports, it never stops the notebook
-                print(f"✘ your expression raised {type(error).__name__}: {error} (for a token of d = {d}, eps = {eps:g}).")
+                print(f"✘ your expression raised {type(error).__name__}: {error} (for a token of d = {d}, "
+                      f"eps = {eps:g}).")
                 return False
             if value is None or value is Ellipsis:
                 print(NOT_WRITTEN)

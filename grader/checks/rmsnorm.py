@@ -142,7 +142,8 @@ def _precision_cause(error, dtype, float32_evidence=True):
     if error < 5e-2:
         return tag(f"the error ({error:.1e}) is the size of half-precision rounding (float16 keeps 11 significant "
                    "bits, bfloat16 8): the statistics were computed or accumulated in float16/bfloat16. Compute the "
-                   "mean of squares in float32 at least (upcast, normalise, cast back).", "rms.low_precision_statistics")
+                   "mean of squares in float32 at least (upcast, normalise, cast back).",
+                   "rms.low_precision_statistics")
     return None
 
 
@@ -348,7 +349,8 @@ def _rms_norm_case(rms_norm, x, gamma, eps, dtype, label):
         known_gain = _gain_probe(rms_norm, x_in, y, eps, dtype) if np.all(gamma64 == 1.0) else None
         cause = _forward_cause(y, x64, gamma64, eps, expected, dtype, known_gain)
         probe = Probe(lambda e, dt: oracles.in_precision(dt, oracles.rms_norm, x64, e, gamma64), eps,
-                      eps_ids=("rms.eps_ignored", "rms.eps_ignored"), precision_ids=("rms.float32_inside", "rms.low_precision_statistics"), input_dtype=dtype)
+                      eps_ids=("rms.eps_ignored", "rms.eps_ignored"),
+                      precision_ids=("rms.float32_inside", "rms.low_precision_statistics"), input_dtype=dtype)
         assert_close(y, expected, what, "torch.nn.functional.rms_norm, float64", RTOL[dtype], cause, probe=probe)
 
 
@@ -645,8 +647,10 @@ def check_rms_norm_backward(rms_norm_backward, rms_norm=None, shape=(2, 3, 5), e
         actual = {"dx": dx, "dgamma": dgamma}[name]
         expected = dict(zip(("dx", "dgamma"), reference, strict=True))[name]
         index = ("dx", "dgamma").index(name)
-        probe = Probe(lambda e, dt: oracles.in_precision(dt, lambda: oracles.rms_norm_grads(dy64, x64, gamma64, e)[index]),
-                      eps, eps_ids=("rms.eps_ignored", "rms.eps_ignored"), precision_ids=("rms.float32_inside", "rms.low_precision_statistics"), input_dtype=dtype)
+        probe = Probe(lambda e, dt: oracles.in_precision(dt,
+                                                         lambda: oracles.rms_norm_grads(dy64, x64, gamma64, e)[index]),
+                      eps, eps_ids=("rms.eps_ignored", "rms.eps_ignored"),
+                      precision_ids=("rms.float32_inside", "rms.low_precision_statistics"), input_dtype=dtype)
         assert_close(actual, expected, f"{what}: {name}", "torch autograd, float64", RTOL[dtype], cause, probe=probe)
     agree = ""
     if rms_norm is not None and dtype == np.float64:

@@ -191,7 +191,8 @@ def main(argv=None) -> int:
         print(f"plain nbgrader autograde: {plain_seconds:7.1f} s  ({plain_seconds / total:.2f} s per submission)")
         print(f"  and then generate_feedback: {plain_seconds + feedback_seconds:7.1f} s "
               f"({(plain_seconds + feedback_seconds) / total:.2f} s per submission)")
-        print(f"grader grade (isolated, feedback included):  {our_seconds:7.1f} s  ({our_seconds / total:.2f} s per submission)")
+        print(f"grader grade (isolated, feedback included):  {our_seconds:7.1f} s  ({our_seconds / total:.2f} s "
+              f"per submission)")
         print(f"speed-up: {plain_seconds / our_seconds:.2f}x against autograde alone, "
               f"{(plain_seconds + feedback_seconds) / our_seconds:.2f}x against autograde and feedback")
         print(f"fixed cost per grader grade run (median over assignments): {median([r.fixed for r in rows]):.1f} s; "
@@ -204,7 +205,8 @@ def main(argv=None) -> int:
         print(f"honest submissions with identical scores: {len(honest) - len(differing)}/{len(honest)}")
         for row in differing[:10]:
             print("  differs:", row)
-        print(f"points given to hostile submissions: plain nbgrader {hostile_plain:.0f}, grader grade {hostile_ours:.0f}")
+        print(f"points given to hostile submissions: plain nbgrader {hostile_plain:.0f}, grader grade "
+              f"{hostile_ours:.0f}")
     return 0
 
 

@@ -29,14 +29,16 @@ def main(argv: list[str] | None = None) -> int:
                               help="assignment id, e.g. 03_backward; several are graded one after another by the "
                                    "same warm workers (one start-up cost, one CSV)")
     grade_parser.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
-    grade_parser.add_argument("--csv", type=Path, default=None, help="where to write the scores (default: build/grades.csv)")
+    grade_parser.add_argument("--csv", type=Path, default=None, help="where to write the scores (default: "
+                                                                     "build/grades.csv)")
     # Every option is a GradeConfig trait (grader/grading/config.py): default < nbgrader_config.py < command line.
     grade_parser.add_argument("--timeout", type=float, default=None,
                               help="seconds one cell may run (GradeConfig.cell_timeout, default "
                                    f"{GradeConfig.cell_timeout.default_value:g})")
     grade_parser.add_argument("--notebook-timeout", type=float, default=None,
                               help="seconds one notebook may run, all its cells together "
-                                   f"(GradeConfig.notebook_timeout, default {GradeConfig.notebook_timeout.default_value:g})")
+                                   f"(GradeConfig.notebook_timeout, default "
+                                   f"{GradeConfig.notebook_timeout.default_value:g})")
     grade_parser.add_argument("--jobs", type=int, default=None,
                               help="notebooks graded in parallel (GradeConfig.jobs, default: all cores)")
     grade_parser.add_argument("--isolation", default=None, help="auto, user, userns or basic (GradeConfig.isolation)")
@@ -123,7 +125,8 @@ def _command(args, extra: list[str]) -> int:
             prestart()  # local slots: their warm processes import while this one imports nbgrader
         from grader.grading.pipeline import grade
 
-        return grade(args.assignment if len(args.assignment) > 1 else args.assignment[0], root=args.root, csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
+        return grade(args.assignment if len(args.assignment) > 1 else args.assignment[0], root=args.root,
+                     csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
                      notebook_seconds=args.notebook_timeout, argv=extra, isolation=args.isolation,
                      cache_dir=args.cache_dir, use_cache=args.use_cache,
                      scheduler=args.scheduler, public_apis_only=args.public_apis_only, wait=args.wait)

@@ -41,7 +41,8 @@ class GradeConfig(Configurable):
                              "the environment (Python and every installed package's version), and Dask workers must "
                              "match it.").tag(config=True)
     scheduler = Unicode("", help="Where jobs execute: '' for the local warm pool, or a Dask scheduler's address "
-                        "(tcp://HOST:PORT): jobs then run on its workers, which need this project installed and root or "
+                        "(tcp://HOST:PORT): jobs then run on its workers, which need this project "
+                        "installed and root or "
                         "user namespaces for the sandbox (each job travels with its files: no shared filesystem). "
                         "Only this process writes the cache, gradebook and feedback."
                         ).tag(config=True)

@@ -147,7 +147,8 @@ def trusted_bundle(source_path: str) -> tuple[str, nbformat.NotebookNode, dict[s
 
 
 def _identity(nb_path: str, source_digest: str, nb, who: dict) -> dict:
-    return {"schema": SCHEMA_VERSION, "assignment": str(who.get("assignment", "")), "student": str(who.get("student", "")),
+    return {"schema": SCHEMA_VERSION, "assignment": str(who.get("assignment", "")),
+            "student": str(who.get("student", "")),
             "notebook": str(who.get("notebook", Path(nb_path).stem)), "source_digest": source_digest,
             "notebook_digest": notebook_digest(nb) if nb is not None else ""}
 

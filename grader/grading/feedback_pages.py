@@ -141,7 +141,8 @@ def sweep(config, root: Path, assignment: str, notebooks) -> list[str]:
                     continue
                 folder = os.open(assignment, FOLDER_FLAGS, dir_fd=student_fd)
                 try:
-                    removed += [f"{student}/{name}" for name in _clean_fd(folder, page_names(notebooks) | set(KEPT_FILES))]
+                    removed += [f"{student}/{name}" for name in _clean_fd(folder,
+                                                                          page_names(notebooks) | set(KEPT_FILES))]
                 finally:
                     os.close(folder)
             finally:

@@ -264,7 +264,8 @@ def reset_missing_notebooks(coursedir, assignment: str, student: str) -> list[st
 def grading_notes_cell(messages: list[str]) -> nbformat.NotebookNode:
     """A markdown cell for the top of the feedback: the grader's notes for this learner, escaped."""
     items = "\n".join(f"<li>{html.escape(m, quote=True)}</li>" for m in messages)
-    cell = nbformat.v4.new_markdown_cell(f"<div class=\"grading-notes\"><strong>Grading notes</strong><ul>\n{items}\n</ul></div>")
+    cell = nbformat.v4.new_markdown_cell(f"<div class=\"grading-notes\"><strong>Grading notes</strong><ul>\n{items}\n"
+                                         f"</ul></div>")
     cell.id = "grading-notes"
     return cell
 

@@ -218,7 +218,8 @@ def _dask_pool(address: str, options: dict, seconds: float, grader: str, pinned:
     other = sorted(worker for worker, report in reports.items() if report.get("grader") != grader)
     if other:
         return pool, (f"Dask workers run another grader, Python or package versions than this coordinator "
-                      f"({printable(', '.join(other), 300)}): install the same checkout with the same constraints.txt there")
+                      f"({printable(', '.join(other), 300)}): install the same checkout with the same "
+                      f"constraints.txt there")
     return pool, None
 
 
@@ -491,7 +492,8 @@ class GradingRun:
                 packed = pack(task.job, self.settings.grader_version)
             except (OSError, ValueError) as error:  # the grader's own disk: this notebook scores zero
                 self._done(task.student, task.notebook, None, f"its grading job could not be sent to the cluster "
-                                                              f"({type(error).__name__}); it scores zero: tell the instructor")
+                                                              f"({type(error).__name__}); it scores zero: "
+                                                              f"tell the instructor")
                 return
             call, argument = run_packed, packed
         else:

@@ -417,7 +417,8 @@ def plots(document: dict) -> dict[str, str | None]:
             figure, axes = plt.subplots(figsize=(8, 0.8 + 0.32 * len(rows)))
             labels = [_short(f"{r['name']} [{r['id']}]") if r["catalogued"] else r["id"] for r in rows]
             values = [r["percent"] for r in rows]
-            errors = [[v - r["ci_low"] for v, r in zip(values, rows, strict=True)], [r["ci_high"] - v for v, r in zip(values, rows, strict=True)]]
+            errors = [[v - r["ci_low"] for v, r in zip(values, rows, strict=True)],
+                      [r["ci_high"] - v for v, r in zip(values, rows, strict=True)]]
             axes.barh(range(len(rows)), values, xerr=errors, color="#c0504d", ecolor="#333333", capsize=3)
             axes.set_yticks(range(len(rows)), labels)
             axes.invert_yaxis()
@@ -430,7 +431,8 @@ def plots(document: dict) -> dict[str, str | None]:
         if rows:
             figure, axes = plt.subplots(figsize=(8, 0.8 + 0.32 * len(rows)))
             values = [r["percent"] for r in rows]
-            errors = [[v - r["ci_low"] for v, r in zip(values, rows, strict=True)], [r["ci_high"] - v for v, r in zip(values, rows, strict=True)]]
+            errors = [[v - r["ci_low"] for v, r in zip(values, rows, strict=True)],
+                      [r["ci_high"] - v for v, r in zip(values, rows, strict=True)]]
             axes.barh(range(len(rows)), values, xerr=errors, color="#4f81bd", ecolor="#333333", capsize=3)
             axes.set_yticks(range(len(rows)), [_short(r["test"]) for r in rows])
             axes.invert_yaxis()

@@ -227,7 +227,8 @@ def test_a_failing_check_shows_its_diagnosis_and_hints_in_the_colab_kernel(colab
 
     setup = nbformat.read(ROOT / "notebooks" / "04_rmsnorm.ipynb", as_version=4).cells[1]
     nb = nbformat.v4.new_notebook()
-    nb.cells = [setup, nbformat.v4.new_code_cell(LEARNER_LOOP_CELL), nbformat.v4.new_code_cell("check_rms_norm(rms_norm)"),
+    nb.cells = [setup, nbformat.v4.new_code_cell(LEARNER_LOOP_CELL),
+                nbformat.v4.new_code_cell("check_rms_norm(rms_norm)"),
                 nbformat.v4.new_code_cell('hint("rms_norm")\nhint("rms_norm")'),
                 nbformat.v4.new_code_cell('progress("04_rmsnorm")')]
     for cell in nb.cells[2:]:

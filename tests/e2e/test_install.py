@@ -183,7 +183,8 @@ def test_constraints_resolve(name, dry_runs):
         pytest.fail(f"{name}: pip's dry run took over {DRY_RUN_TIMEOUT_S} s")
     seconds = time.monotonic() - began
     output = (work / "output.txt").read_text()
-    errors = output[output.find("ERROR"):] if "ERROR" in output else output[-4000:]  # past this machine's index warnings
+    # past this machine's index warnings
+    errors = output[output.find("ERROR"):] if "ERROR" in output else output[-4000:]
     assert process.returncode == 0, f"{name}: pip could not resolve .[dev] with constraints.txt:\n{errors}"
 
     report = json.loads((work / "report.json").read_text())

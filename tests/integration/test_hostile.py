@@ -557,7 +557,8 @@ UNUSUAL = {  # case -> (learner, exercise whose solution cell holds it)
     "prints_a_lot": ("unusual_files", "layer_norm_jacobian"),
     "helper_module": ("unusual_files", "layer_norm_vjp"),
     "data_file_read_by_a_demo_cell": ("unusual_files", "layer_norm_backward"),
-    "slow_function_a_third_of_a_second_per_call": ("unusual_slow", "layer_norm_vjp"),  # 8 calls in its test cell: 2.4 s of 6
+    # 8 calls in its test cell: 2.4 s of 6
+    "slow_function_a_third_of_a_second_per_call": ("unusual_slow", "layer_norm_vjp"),
 }
 
 
@@ -611,7 +612,8 @@ DELEGATING = {  # learner -> {exercise: delegating answer}; its other exercises 
                                "def layer_norm_jacobian(x, eps=1e-5):\n    return _jacobian(x, eps)\n",
         "layer_norm_vjp": "import torch, normlab.placement\ndef layer_norm_vjp(x, g, eps=1e-5):\n"
                           "    t = torch.tensor(x, requires_grad=True)\n"
-                          "    normlab.placement._layer_norm(t, eps).backward(torch.tensor(g))\n    return t.grad.numpy()\n",
+                          "    normlab.placement._layer_norm(t, eps).backward(torch.tensor(g))\n"
+                          "    return t.grad.numpy()\n",
         "layer_norm_backward": "import grader.oracles\ndef layer_norm_backward(dy, x, gamma, eps=1e-5):\n"
                                "    return grader.oracles.layer_norm_grads(dy, x, gamma, eps)\n",
     },
@@ -619,11 +621,13 @@ DELEGATING = {  # learner -> {exercise: delegating answer}; its other exercises 
     "delegate_evasions": {
         "layer_norm_vjp": "import torch\ndef layer_norm_vjp(x, g, eps=1e-5):\n"
                           "    t = torch.tensor(x, requires_grad=True)\n"
-                          "    torch.ops.aten.native_layer_norm(t, list(t.shape), None, None, eps)[0].backward(torch.tensor(g))\n"
+                          "    torch.ops.aten.native_layer_norm(t, list(t.shape), None, None, "
+                          "eps)[0].backward(torch.tensor(g))\n"
                           "    return t.grad.numpy()\n",
         "layer_norm_backward": "import torch\n_ln = torch.layer_norm\nwhile hasattr(_ln, '__wrapped__'):\n"
                                "    _ln = _ln.__wrapped__\ndef layer_norm_backward(dy, x, gamma, eps=1e-5):\n"
-                               "    t, w = torch.tensor(x, requires_grad=True), torch.tensor(gamma, requires_grad=True)\n"
+                               "    t, w = torch.tensor(x, requires_grad=True), torch.tensor(gamma, "
+                               "requires_grad=True)\n"
                                "    b = torch.zeros_like(w, requires_grad=True)\n"
                                "    _ln(t, (x.shape[-1],), w, b, eps).backward(torch.tensor(dy))\n"
                                "    return t.grad.numpy(), w.grad.numpy(), b.grad.numpy()\n",
@@ -638,7 +642,8 @@ JACOBIAN_VJP = ("def layer_norm_vjp(x, g, eps=1e-5):\n    d = x.size\n    c = x 
 FORGING = {  # learner -> (answers replacing the right ones, code in the imports cell, the points it must get)
     "forge_memory_jacobian": ({"layer_norm_vjp": JACOBIAN_VJP}, "", 7.0),
     "forge_memory_reset_peak": ({"layer_norm_vjp": JACOBIAN_VJP.replace(
-        "    return J.T @ g", "    v = J.T @ g\n    del J\n    import tracemalloc\n    tracemalloc.reset_peak()\n    return v")},
+        "    return J.T @ g", "    v = J.T @ g\n    del J\n    import tracemalloc\n    tracemalloc.reset_peak()\n"
+                              "    return v")},
                                 "", 7.0),
     "forge_mutation_blanked": ({"layer_norm_vjp": "def layer_norm_vjp(x, g, eps=1e-5):\n    x -= x.mean()\n"
                                                   "    s = 1 / np.sqrt((x * x).mean() + eps)\n    x *= s\n"
@@ -998,7 +1003,8 @@ def test_fork_bomb_is_bounded(hostile_class):
     text = printed(hostile_class.course, "hostile_fork_bomb")
     forked = re.search(r"forked (\d+)", text)
     stopped = any("time limit" in m for m in hostile_class.messages["hostile_fork_bomb"])
-    assert (forked and int(forked.group(1)) <= 256) or stopped, (text[:500], hostile_class.messages["hostile_fork_bomb"])
+    assert (forked and int(forked.group(1)) <= 256) or stopped, (text[:500],
+                                                                 hostile_class.messages["hostile_fork_bomb"])
 
 
 # -- 5: nasty bytes -------------------------------------------------------------------------------------------
@@ -1009,7 +1015,8 @@ def test_every_submission_is_graded_or_explained(hostile_class):
     assert set(hostile_class.scores) <= students  # nobody graded who did not submit
 
 
-@pytest.mark.parametrize("name", list(NASTY_NAMES), ids=["unicode_spaces", "long", "comma_quotes", "ansi_newline", "html"])
+@pytest.mark.parametrize("name", list(NASTY_NAMES), ids=["unicode_spaces", "long", "comma_quotes",
+                                                         "ansi_newline", "html"])
 def test_nasty_folder_names(hostile_class, name):
     score, messages = hostile_class.scores.get(name), hostile_class.messages.get(name)
     if NASTY_NAMES[name]:
@@ -1121,7 +1128,8 @@ def test_regrading_is_idempotent(hostile_class):
     assert {folder: tree_digest(course / folder) for folder in ("submitted", "source")} == before
 
 
-_STOPPED_BY_A_LIMIT = re.compile(r"time limit exceeded: [^(]*|the notebook's process died from SIGKILL \(killed: [^)]*\) ")
+_STOPPED_BY_A_LIMIT = re.compile(r"time limit exceeded: [^(]*|the notebook's process died from SIGKILL "
+                                 r"\(killed: [^)]*\) ")
 
 
 def limits_as_one(messages):

@@ -478,7 +478,8 @@ def test_secret_folders_inside_an_allowed_path_stay_hidden(scratch, tmp_path, mo
                                           str(inbound / "03_backward.ipynb")])
             # the cover cannot be lifted or written from inside
             lifted = text_of(box.run_cell(
-                f"import subprocess\nr = subprocess.run(['umount', {str(tmp_path / 'exchange')!r}], capture_output=True)\n"
+                f"import subprocess\nr = subprocess.run(['umount', {str(tmp_path / 'exchange')!r}], "
+                f"capture_output=True)\n"
                 f"print(r.returncode != 0 and not __import__('os').access({str(inbound)!r}, __import__('os').F_OK))"))
     finally:
         zygote.close()

@@ -22,7 +22,8 @@ from tests.integration.test_hostile import ASSIGNMENT, grade, solution_sources, 
 def test_make_clean_removes_only_regenerable_files(tmp_path):
     shutil.copy2(ROOT / "Makefile", tmp_path / "Makefile")
     keep = ["submitted/ada/03_backward/03_backward.ipynb", "build/gradebook.db", "autograded/ada/03_backward/x.ipynb",
-            "feedback/ada/03_backward/x.html", "source/03_backward/03_backward.py", "release/03_backward/03_backward.ipynb"]
+            "feedback/ada/03_backward/x.html", "source/03_backward/03_backward.py",
+            "release/03_backward/03_backward.ipynb"]
     gone = ["build/grading/03_backward/messages.json", "build/grades.csv", "source/03_backward/03_backward.ipynb"]
     for name in keep + gone:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,8 @@ TESTS = ["test_layer_norm_jacobian", "test_jacobian_is_projection", "test_layer_
 
 
 def _grade(course):
-    done = subprocess.run([sys.executable, "-m", "grader", "grade", ASSIGNMENT, "--root", str(course), "--timeout", "60",
+    done = subprocess.run([sys.executable, "-m", "grader", "grade", ASSIGNMENT, "--root",
+                           str(course), "--timeout", "60",
                            "--jobs", "2", "--GradeConfig.grader_version=test-regrade"],
                           capture_output=True, text=True, env=subprocess_env(), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -93,7 +93,8 @@ def test_an_unwritten_exercise_shows_one_line_and_the_learners_error_only_its_fr
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell("import numpy as np\nfrom grader.checks.rmsnorm import check_rms_norm"),
-        nbformat.v4.new_code_cell("def rms_norm(x, gamma, eps=1e-6):\n    # YOUR CODE HERE\n    raise NotImplementedError()"),
+        nbformat.v4.new_code_cell("def rms_norm(x, gamma, eps=1e-6):\n    # YOUR CODE HERE\n"
+                                  "    raise NotImplementedError()"),
         nbformat.v4.new_code_cell("check_rms_norm(rms_norm)"),
         nbformat.v4.new_code_cell("def rms_norm(x, gamma, eps=1e-6):\n"
                                   "    r = np.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)\n    return gamma * x / r"),

@@ -29,7 +29,8 @@ JAC, VJP, BWD = "layer_norm_jacobian", "layer_norm_vjp", "layer_norm_backward"
 
 # the scale s = map(statistic): (statistic, map) -> the ids of its mistakes
 SCALE_IDS = {"unbiased": "bwd.unbiased_variance", "outside": "bwd.eps_outside_sqrt",
-             "variance": "bwd.divided_by_variance", "none": "bwd.no_division_by_s", "ignored": "bwd.eps_ignored", "fixed": "bwd.eps_hardcoded"}
+             "variance": "bwd.divided_by_variance", "none": "bwd.no_division_by_s", "ignored": "bwd.eps_ignored",
+             "fixed": "bwd.eps_hardcoded"}
 TERM_IDS = {"missing_mean": "bwd.mean_term_missing", "sum_mean": "bwd.sum_not_mean", "double_mean": "bwd.wrong_factor",
             "missing_var": "bwd.variance_term_missing", "sum_var": "bwd.sum_not_mean", "double_var": "bwd.wrong_factor",
             "half_var": "bwd.wrong_factor", "x_var": "bwd.x_instead_of_x_hat", "xh_x_var": "bwd.x_instead_of_x_hat",

@@ -1788,7 +1788,8 @@ def _correct_running():
         found.append(Correct(NB, "batch_norm_eval", function, f"batch_norm_eval/{function.__name__}"))
     for style in TRAIN_STYLES:  # the builders' own correct choices
         for form in ("standard", "increment", "lerp"):
-            found.append(Correct(NB, "batch_norm_train", _train(style, form=form), f"batch_norm_train/builder/{style}/{form}"))
+            found.append(Correct(NB, "batch_norm_train", _train(style, form=form),
+                                 f"batch_norm_train/builder/{style}/{form}"))
     for style in EVAL_STYLES:
         found.append(Correct(NB, "batch_norm_eval", _eval(style), f"batch_norm_eval/builder/{style}"))
         found.append(Correct(NB, "batch_norm_eval", _eval(style, affine="right_fma"),

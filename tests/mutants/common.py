@@ -155,8 +155,10 @@ UNREACHABLE = {
 # methods on numpy arrays. Each is planted in the solution of every exercise it applies to; the id it plants is
 # that notebook's own, where the catalogue has one.
 WILD_EXERCISES = {  # (notebook, exercise) -> (eps hard-coded id, eps ignored id, float32 id, bfloat16 id)
-    ("01_bn_vs_ln", "layernorm"): ("ln.eps_hardcoded", "ln.eps_ignored", "common.lower_precision", "common.lower_precision"),
-    ("01_bn_vs_ln", "batch_norm"): ("bn.eps_hardcoded", "bn.eps_ignored", "common.lower_precision", "common.lower_precision"),
+    ("01_bn_vs_ln", "layernorm"): ("ln.eps_hardcoded", "ln.eps_ignored", "common.lower_precision",
+                                   "common.lower_precision"),
+    ("01_bn_vs_ln", "batch_norm"): ("bn.eps_hardcoded", "bn.eps_ignored", "common.lower_precision",
+                                    "common.lower_precision"),
     ("01_bn_vs_ln", "batch_norm_train"): ("bn.eps_hardcoded", "bn.eps_ignored", "common.lower_precision",
                                           "common.lower_precision"),
     ("01_bn_vs_ln", "batch_norm_eval"): ("bn.eps_hardcoded", "bn.eps_ignored", "common.lower_precision",

@@ -573,11 +573,14 @@ def _qk_styles():
 QK_MISTAKES = {  # id(s) -> {label: keyword arguments of _qk}
     "place.qk_missing_sqrt_dk": {"no_sqrt": dict(no_sqrt=True)},
     "place.qk_l2_normalised": {"l2": dict(l2="keep_sqrt"), "l2_no_sqrt": dict(l2="no_sqrt")},
-    "place.qk_gain_missing": {"g_q": dict(drop=("g_q",)), "g_k": dict(drop=("g_k",)), "both": dict(drop=("g_q", "g_k"))},
+    "place.qk_gain_missing": {"g_q": dict(drop=("g_q",)), "g_k": dict(drop=("g_k",)),
+                              "both": dict(drop=("g_q", "g_k"))},
     "place.qk_mean_subtracted": {"centred": dict(centre=True), "centred_late": dict(centre=True, late_scale=True)},
     "place.qk_norm_axis": {"tokens": dict(axis=-2), "whole": dict(axis=(-2, -1))},
-    "place.qk_unnormalised_side": {"q_raw": dict(raw=("q",)), "k_raw": dict(raw=("k",)), "both_raw": dict(raw=("q", "k"))},
-    "place.qk_transposed": {"keys_rows": dict(transposed=True), "keys_rows_late": dict(transposed=True, late_scale=True)},
+    "place.qk_unnormalised_side": {"q_raw": dict(raw=("q",)), "k_raw": dict(raw=("k",)),
+                                   "both_raw": dict(raw=("q", "k"))},
+    "place.qk_transposed": {"keys_rows": dict(transposed=True),
+                            "keys_rows_late": dict(transposed=True, late_scale=True)},
     ("place.qk_gain_missing", "place.qk_missing_sqrt_dk"): {"g_k_no_sqrt": dict(drop=("g_k",), no_sqrt=True)},
 }
 

@@ -271,7 +271,8 @@ for (_name, (_n, _t)), _frame in itertools.product(_axis0.items(), AXIS_FRAMES):
     MUTANTS.append(mutant(NB, FWD, "rms.wrong_axis", _np_or_torch(_frame, _n, _t), f"fwd/axis0/{_name}/{_frame}"))
 
 _global = {
-    "mean": (lambda x, g, e: g * x / np.sqrt(np.mean(x * x) + e), lambda x, g, e: g * x / _torch().sqrt((x * x).mean() + e)),
+    "mean": (lambda x, g, e: g * x / np.sqrt(np.mean(x * x) + e),
+             lambda x, g, e: g * x / _torch().sqrt((x * x).mean() + e)),
     "size": (lambda x, g, e: g * x / np.sqrt(np.sum(x ** 2) / x.size + e),
              lambda x, g, e: g * x / _torch().sqrt(x.pow(2).sum() / x.numel() + e)),
     "norm": (lambda x, g, e: g * x / np.sqrt(np.linalg.norm(x) ** 2 / x.size + e),
@@ -282,7 +283,8 @@ _global = {
              lambda x, g, e: g * x / ((x.flatten() @ x.flatten()) / x.numel() + e) ** 0.5),
 }
 for (_name, (_n, _t)), _frame in itertools.product(_global.items(), AXIS_FRAMES):
-    MUTANTS.append(mutant(NB, FWD, "rms.global_statistic", _np_or_torch(_frame, _n, _t), f"fwd/global/{_name}/{_frame}"))
+    MUTANTS.append(mutant(NB, FWD, "rms.global_statistic", _np_or_torch(_frame, _n, _t),
+                          f"fwd/global/{_name}/{_frame}"))
 
 _no_keepdims = {
     "mean": (lambda x, g, e: g * x / np.sqrt(np.mean(x * x, axis=-1) + e),
@@ -305,7 +307,8 @@ _elementwise = {
     "sqrt_sq": (lambda x, g, e: g * x / np.sqrt(x * x + e), lambda x, g, e: g * x / _torch().sqrt(x * x + e)),
     "abs": (lambda x, g, e: g * x / (np.abs(x) + e), lambda x, g, e: g * x / (x.abs() + e)),
     "hypot": (lambda x, g, e: g * x / np.hypot(x, np.sqrt(e)), lambda x, g, e: g * x / (x.pow(2) + e).sqrt()),
-    "pow": (lambda x, g, e: g * x * (x ** 2 + e) ** -0.5, lambda x, g, e: g * x * _torch().rsqrt(_torch().square(x) + e)),
+    "pow": (lambda x, g, e: g * x * (x ** 2 + e) ** -0.5,
+            lambda x, g, e: g * x * _torch().rsqrt(_torch().square(x) + e)),
     "no_reduce": (lambda x, g, e: g * x / np.sqrt(np.square(x) + e), lambda x, g, e: g * (x / (x * x + e) ** 0.5)),
 }
 for (_name, (_n, _t)), _frame in itertools.product(_elementwise.items(), AXIS_FRAMES):
@@ -387,8 +390,10 @@ for _kind in ("np16", "bf16", "f16"):
                               f"fwd/half_statistics/{_kind}/{_how}"))
     MUTANTS.append(mutant(NB, FWD, "rms.low_precision_statistics", _half_everything(_kind), f"fwd/half_all/{_kind}"))
     MUTANTS.append(mutant(NB, FWD, "rms.low_precision_statistics", _running_sum(_kind), f"fwd/running_sum/{_kind}"))
-MUTANTS.append(mutant(NB, FWD, "rms.low_precision_statistics", impl.rms_float16_statistics, "fwd/impl/float16_statistics"))
-MUTANTS.append(mutant(NB, FWD, "rms.low_precision_statistics", impl.rms_bfloat16_running_sum, "fwd/impl/bfloat16_running_sum"))
+MUTANTS.append(mutant(NB, FWD, "rms.low_precision_statistics", impl.rms_float16_statistics,
+                      "fwd/impl/float16_statistics"))
+MUTANTS.append(mutant(NB, FWD, "rms.low_precision_statistics", impl.rms_bfloat16_running_sum,
+                      "fwd/impl/bfloat16_running_sum"))
 MUTANTS.append(mutant(NB, FWD, "rms.low_precision_statistics", impl.rms_bfloat16_mean, "fwd/impl/bfloat16_mean"))
 
 
@@ -511,7 +516,8 @@ for _way in ("astype", "gamma64", "eps64", "mean_dtype", "einsum_dtype", "array_
 MUTANTS.append(mutant(NB, FWD, "rms.no_cast_back", impl.rms_no_cast_back, "fwd/impl/no_cast_back"))
 
 # the implementations' wrong forwards with a catalogued id
-for _function, _ids in ((impl.rms_mean_subtracted, "rms.mean_subtracted"), (impl.rms_eps_outside, "rms.eps_outside_sqrt"),
+for _function, _ids in ((impl.rms_mean_subtracted, "rms.mean_subtracted"),
+                        (impl.rms_eps_outside, "rms.eps_outside_sqrt"),
                         (impl.rms_eps_ignored, "rms.eps_ignored"), (impl.rms_sum_not_mean, "rms.sum_not_mean"),
                         (impl.rms_l2_normalise, ("rms.sum_not_mean", "rms.eps_ignored")),
                         (impl.rms_no_sqrt, "rms.sqrt_missing"), (impl.rms_std, "rms.variance_not_mean_square"),
@@ -677,7 +683,8 @@ MUTANTS += _backward_family("layernorm", ("rms.backward_mean_term", "rms.mean_su
                             forms=("formula",))
 for _how in _Torch.HOWS:
     MUTANTS.append(mutant(NB, BWD, ("rms.backward_mean_term", "rms.mean_subtracted"),
-                          _autograd_backward(forward_recipe("var", centre=True, how=_how)), f"bwd/layernorm/autograd/{_how}"))
+                          _autograd_backward(forward_recipe("var", centre=True, how=_how)),
+                          f"bwd/layernorm/autograd/{_how}"))
 for _mode in ("not_summed", "axis0", "axis1", "uses_x", "times_gamma", "mean"):
     MUTANTS += _backward_family(f"dgamma_{_mode}", DGAMMA_IDS[_mode], dgamma=_mode,
                                 limit=None if _mode in ("axis0", "axis1") else 20)
@@ -750,7 +757,8 @@ for _frame, _form in itertools.product(("np", "torch"), ("formula", "chain")):
         if _frame == "np" and _kind == "bf16":
             continue
         _ids = {"f32": "rms.float32_inside", "f64": "rms.no_cast_back"}.get(_kind, "rms.low_precision_statistics")
-        MUTANTS.append(mutant(NB, BWD, _ids, _backward_dtype(_kind, _frame, _form), f"bwd/dtype/{_kind}/{_frame}/{_form}"))
+        MUTANTS.append(mutant(NB, BWD, _ids, _backward_dtype(_kind, _frame, _form),
+                              f"bwd/dtype/{_kind}/{_frame}/{_form}"))
 
 
 def _backward_precision_extra(kind, variant):
@@ -791,7 +799,8 @@ for _kind, _variants in (("f64", ("mean_dtype", "eps64", "gamma64", "array")), (
                          ("f16", ("statistics", "r", "torch"))):
     _ids = {"f32": "rms.float32_inside", "f64": "rms.no_cast_back"}.get(_kind, "rms.low_precision_statistics")
     for _variant in _variants:
-        MUTANTS.append(mutant(NB, BWD, _ids, _backward_precision_extra(_kind, _variant), f"bwd/dtype/{_kind}/{_variant}"))
+        MUTANTS.append(mutant(NB, BWD, _ids, _backward_precision_extra(_kind, _variant),
+                              f"bwd/dtype/{_kind}/{_variant}"))
 for _how in ("mul", "square", "pow", "einsum", "norm"):
     for _kind in ("f32", "f16"):
         _low = {"f32": np.float32, "f16": np.float16}[_kind]
@@ -805,7 +814,8 @@ for _function, _ids in ((impl.backward_layernorm, ("rms.backward_mean_term", "rm
                         (impl.backward_no_projection, "rms.projection_term_missing"),
                         (impl.backward_sum_not_mean, "rms.projection_sum_not_mean"),
                         (impl.backward_x_not_x_hat, "rms.projection_uses_x"),
-                        (impl.backward_eps_outside, "rms.eps_outside_sqrt"), (impl.backward_eps_ignored, "rms.eps_ignored"),
+                        (impl.backward_eps_outside, "rms.eps_outside_sqrt"),
+                        (impl.backward_eps_ignored, "rms.eps_ignored"),
                         (impl.backward_no_division, "rms.dx_wrong_power_of_r"),
                         (impl.backward_gamma_forgotten, "rms.dx_gamma_missing"),
                         (impl.backward_gamma_twice, "rms.dx_gamma_twice"),
@@ -1040,7 +1050,8 @@ for _mistake in ("eps_outside", "eps_ignored", "centred", "gamma_missing"):
                               f"bf16/{_mistake}+no_cast_back/{_order}"))
 for _function, _ids in ((impl.bf16_no_upcast, "rms.no_upcast"), (impl.bf16_r_cast_early, "rms.no_upcast"),
                         (impl.bf16_running_sum, "rms.low_precision_statistics"),
-                        (impl.bf16_returns_float32, "rms.no_cast_back"), (impl.bf16_eps_outside, "rms.eps_outside_sqrt"),
+                        (impl.bf16_returns_float32, "rms.no_cast_back"), (impl.bf16_eps_outside,
+                                                                          "rms.eps_outside_sqrt"),
                         (impl.bf16_mean_subtracted, "rms.mean_subtracted"),
                         (impl.bf16_gamma_forgotten, "rms.gamma_missing"),
                         (impl.bf16_returns_tensor, "common.torch_returned")):
@@ -1049,7 +1060,8 @@ for _function, _ids in ((impl.bf16_no_upcast, "rms.no_upcast"), (impl.bf16_r_cas
 CORRECT += [Correct(NB, BF16, solution(NB, BF16), "bf16/source_solution")]
 CORRECT += [Correct(NB, BF16, f, f"bf16/impl/{f.__name__}") for f in impl.CORRECT_BF16]
 for _precision, _order, _write in itertools.product(("f32", "f64"), ("llama", "gemma"), ("rsqrt", "div", "norm")):
-    CORRECT.append(Correct(NB, BF16, bf16_recipe(_precision, _order, _write), f"bf16/recipe/{_precision}/{_order}/{_write}"))
+    CORRECT.append(Correct(NB, BF16, bf16_recipe(_precision, _order, _write),
+                           f"bf16/recipe/{_precision}/{_order}/{_write}"))
 
 _labels = [m.label for m in MUTANTS] + [c.label for c in CORRECT]
 assert len(_labels) == len(set(_labels)), [label for label in _labels if _labels.count(label) > 1]

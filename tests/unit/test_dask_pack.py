@@ -100,7 +100,8 @@ def test_the_coordinator_refuses_a_cluster_with_a_worker_of_another_grader(monke
     _, problem = pipeline._dask_pool("tcp://x:1", {}, 1.0, grader_version("pin"), "pin")
     assert problem and "tcp://b:1" in problem and "tcp://a:1" not in problem and "constraints.txt" in problem
     monkeypatch.setattr(_FakeCluster, "reports", lambda self, options, pinned: {
-        "tcp://a:1": {"host": "a", "slot": 0, "problem": None, "isolation": "userns", "grader": grader_version(pinned)}})
+        "tcp://a:1": {"host": "a", "slot": 0, "problem": None, "isolation": "userns",
+                      "grader": grader_version(pinned)}})
     assert pipeline._dask_pool("tcp://x:1", {}, 1.0, grader_version("pin"), "pin")[1] is None
 
 

@@ -71,7 +71,8 @@ DELEGATING = {
                        "    return torch.nn.BatchNorm1d(x.shape[-1], dtype=torch.float64)(t).detach().numpy()",
                        "torch.nn.BatchNorm1d"),
     "F.group_norm": ("return F.group_norm(torch.from_numpy(x), 1).numpy()", "torch.nn.functional.group_norm"),
-    "nn.GroupNorm": ("return torch.nn.GroupNorm(1, x.shape[1], dtype=torch.float64)(torch.from_numpy(x)).detach().numpy()",
+    "nn.GroupNorm": ("return torch.nn.GroupNorm(1, x.shape[1], "
+                     "dtype=torch.float64)(torch.from_numpy(x)).detach().numpy()",
                      "torch.nn.GroupNorm"),
     "F.instance_norm": ("return F.instance_norm(torch.from_numpy(x)).numpy()", "torch.nn.functional.instance_norm"),
     "var_mean imported first": ("var, mean = var_mean(torch.from_numpy(x), dim=-1, correction=0)\n"
@@ -92,7 +93,8 @@ DELEGATING = {
     "an unwrapped original": ("original = getattr(torch.layer_norm, '__wrapped__', None) or torch._C._VariableFunctions"
                               ".layer_norm\n    return original(torch.from_numpy(x), (x.shape[-1],)).numpy()",
                               "torch.ops.aten.native_layer_norm"),
-    "torch._C var_mean": ("var, mean = torch._C._VariableFunctions.var_mean(torch.from_numpy(x), dim=-1, correction=0)\n"
+    "torch._C var_mean": ("var, mean = torch._C._VariableFunctions.var_mean(torch.from_numpy(x), dim=-1, "
+                          "correction=0)\n"
                           "    return (mean.numpy(), var.numpy())", "torch.ops.aten.var_mean"),
 }
 
@@ -107,20 +109,23 @@ def test_delegating_to_a_library_implementation_is_reported(box, case):
 def test_only_the_outermost_implementation_is_named(box):
     """nn.LayerNorm calls F.layer_norm, which calls torch.layer_norm: the learner called one thing."""
     define(box, "def graded(x):\n    m = torch.nn.LayerNorm(x.shape[-1], dtype=torch.float64)\n"
-                "    return (m(torch.from_numpy(x)) + F.layer_norm(torch.from_numpy(x), (x.shape[-1],))).detach().numpy()\n")
+                "    return (m(torch.from_numpy(x)) + F.layer_norm(torch.from_numpy(x), "
+                "(x.shape[-1],))).detach().numpy()\n")
     assert call(box, "graded", X)["delegated"] == ["torch.nn.LayerNorm", "torch.nn.functional.layer_norm"]
 
 
 def test_a_raising_function_still_reports_its_delegation(box):
     define(box, "def graded(x):\n    torch.var_mean(torch.from_numpy(x))\n    raise ValueError('then gave up')\n")
-    reply = box.request({"op": "call", "name": "graded", "args": [box.encode(X)], "kwargs": [], "measure_memory": False})
+    reply = box.request({"op": "call", "name": "graded", "args": [box.encode(X)], "kwargs": [],
+                         "measure_memory": False})
     assert reply["op"] == "raise" and reply["delegated"] == ["torch.var_mean"]
 
 
 def test_demo_cells_may_use_the_library_freely(box):
     """Comparing with torch in a notebook cell is the course's own "In PyTorch" section: never recorded."""
     reply = box.run_cell("y_torch = F.layer_norm(torch.from_numpy(X_demo := np.ones((2, 4)) * [[1, 2, 3, 4]]), (4,))\n"
-                         "layer = torch.nn.LayerNorm(4, dtype=torch.float64)\ny_layer = layer(torch.from_numpy(X_demo))\n"
+                         "layer = torch.nn.LayerNorm(4, dtype=torch.float64)\n"
+                         "y_layer = layer(torch.from_numpy(X_demo))\n"
                          "from normlab.geometry import _layer_norm as reference\ny_ref = reference(X_demo, 1e-5)\n"
                          "def compare(x):\n    return F.layer_norm(torch.from_numpy(x), (x.shape[-1],)).numpy()\n"
                          "compare(X_demo)\n")

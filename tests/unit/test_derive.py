@@ -111,7 +111,8 @@ def _wrong(norm):
         cases["vjp missing mean term"] = (V, lambda x, g, eps: vjp(x, g, eps) + g.mean() / _s(x, eps),
                                           "term that comes from the mean")
     else:
-        cases["entry with LayerNorm's mean term"] = (E, lambda x, eps, i, j: entry(x, eps, i, j) - 1 / x.size / _r(x, eps),
+        cases["entry with LayerNorm's mean term"] = (E,
+                                                     lambda x, eps, i, j: entry(x, eps, i, j) - 1 / x.size / _r(x, eps),
                                                      "RMSNorm has no mean")
         cases["vjp with LayerNorm's mean term"] = (V, lambda x, g, eps: vjp(x, g, eps) - g.mean() / _r(x, eps),
                                                    "RMSNorm has no mean")

@@ -480,7 +480,8 @@ FEATURES = {
     "capture_cell_magic": ("%%capture captured\n", "", {}),
     "shell_escape": ("!echo hi\n", "", {}),
     "plot_show": ("import matplotlib.pyplot as plt\nplt.plot([0, 1])\nplt.show()\n", "", {}),
-    "display": ("from IPython.display import Markdown, display\ndisplay(Markdown('*my notes*'))\ndisplay(np.arange(3))\n",
+    "display": ("from IPython.display import Markdown, display\ndisplay(Markdown('*my notes*'))\n"
+                "display(np.arange(3))\n",
                 "", {}),
     "config_inline_backend": ("%config InlineBackend.figure_format = 'png'\n", "", {}),
     "kernel": ("assert get_ipython().kernel is not None\n", "", {}),
@@ -489,7 +490,8 @@ FEATURES = {
     "data_files": ("assert np.load('table.npy').shape == (3,)\nassert open('notes.txt').read() == 'hello'\n", "",
                    {"table.npy": _npy_bytes(), "notes.txt": "hello"}),
     "getuser": ("import getpass\nassert getpass.getuser()\n", "", {}),
-    "temporary_and_home": ("import os, tempfile\nopen(os.path.join(tempfile.mkdtemp(), 'scratch.txt'), 'w').write('x')\n"
+    "temporary_and_home": ("import os, tempfile\nopen(os.path.join(tempfile.mkdtemp(), 'scratch.txt'), "
+                           "'w').write('x')\n"
                            "open(os.path.join(os.path.expanduser('~'), 'fidelity_note.txt'), 'w').write('x')\n", "", {}),
     "last_expression": ("", "\n_value = 41 + 1\n_value\n", {}),
 }

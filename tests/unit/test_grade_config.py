@@ -70,7 +70,8 @@ def test_the_command_line_reaches_grade(monkeypatch, tmp_path):
     seen = {}
     # --no-cache would start the warm processes (two imports of torch) beside a grade() that never runs
     monkeypatch.setattr("grader.grading.slot_pool.prestart", lambda: None)
-    monkeypatch.setattr("grader.grading.pipeline.grade", lambda assignment, **kwargs: seen.update(kwargs, assignment=assignment) or 0)
+    monkeypatch.setattr("grader.grading.pipeline.grade",
+                        lambda assignment, **kwargs: seen.update(kwargs, assignment=assignment) or 0)
     assert cli.main(["grade", "03_backward", "--root", str(tmp_path), "--timeout", "11", "--jobs", "2", "--no-cache",
                      "--cache-dir", "/tmp/c", "--GradeConfig.notebook_timeout=99"]) == 0
     settings = grade_config(tmp_path, {"jobs": seen["jobs"], "cell_timeout": seen["cell_seconds"],
@@ -107,7 +108,8 @@ def test_sandboxes_are_warmed_up_front_only_when_a_notebook_may_execute(monkeypa
     # a scheduler named on the command line, or set in the course's nbgrader_config.py (read as text)
     assert not warmed("--GradeConfig.scheduler=tcp://127.0.0.1:1") and warmed("--GradeConfig.scheduler=")
     config = tmp_path / "nbgrader_config.py"
-    config.write_text("c = get_config()\n# c.GradeConfig.scheduler = 'tcp://127.0.0.1:1'\nc.GradeConfig.scheduler_timeout = 5\n")
+    config.write_text("c = get_config()\n# c.GradeConfig.scheduler = 'tcp://127.0.0.1:1'\n"
+                      "c.GradeConfig.scheduler_timeout = 5\n")
     assert warmed()
     config.write_text("c = get_config()\nc.GradeConfig.scheduler = 'tcp://127.0.0.1:1'  # the department's cluster\n")
     assert not warmed() and warmed("--scheduler", "")  # '' on the command line: the local pool after all

@@ -190,7 +190,8 @@ class Harness:
     def job(self, run: pipeline.GradingRun, student: str, notebook: str) -> Job:
         """The job the run made for a learner's notebook (the same inputs give the same key)."""
         sanitised = self.root / "autograded" / student / ASSIGNMENT / f"{notebook}.ipynb"
-        return Job.make(ASSIGNMENT, student, notebook, sanitised, self.root / "source" / ASSIGNMENT / f"{notebook}.ipynb",
+        return Job.make(ASSIGNMENT, student, notebook, sanitised,
+                        self.root / "source" / ASSIGNMENT / f"{notebook}.ipynb",
                         run.work / "submitted" / student / ASSIGNMENT, run.options, grader=run.grader)
 
     def result_path(self, student: str, notebook: str) -> Path:

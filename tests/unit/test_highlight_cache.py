@@ -21,7 +21,8 @@ def _notebook(solution: str):
 @pytest.fixture
 def memoised(monkeypatch):
     fresh = highlight_cache.MEMO
-    monkeypatch.setattr(highlight_cache, "MEMO", type(fresh)(fresh.max_entries, fresh.max_kept_chars, fresh.max_total_chars))
+    monkeypatch.setattr(highlight_cache, "MEMO", type(fresh)(fresh.max_entries, fresh.max_kept_chars,
+                                                             fresh.max_total_chars))
     plain = [HTMLExporter().from_notebook_node(_notebook(f"x = {i}"))[0] for i in range(2)]
     return plain
 
@@ -32,7 +33,8 @@ def test_a_seen_cell_is_not_highlighted_again_and_the_html_does_not_change(memoi
     monkeypatch.setattr(pygments, "highlight", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
     first = exporter_class()().from_notebook_node(_notebook("x = 0"))[0]
     highlighted_by_the_first = list(calls)
-    second = exporter_class()().from_notebook_node(_notebook("x = 1"))[0]  # a new exporter, as nbgrader makes per learner
+    # a new exporter, as nbgrader makes per learner
+    second = exporter_class()().from_notebook_node(_notebook("x = 1"))[0]
     assert [first, second] == memoised
     assert "x = 0" in highlighted_by_the_first
     assert calls[len(highlighted_by_the_first):] == ["x = 1"], "only the new learner's own cell is highlighted"
@@ -41,7 +43,8 @@ def test_a_seen_cell_is_not_highlighted_again_and_the_html_does_not_change(memoi
 def test_the_memo_keys_on_the_lexer_the_options_and_the_metadata(memoised):
     python = highlight_cache.highlighter_class()(pygments_lexer="ipython3")
     text = highlight_cache.highlighter_class()(pygments_lexer="text")
-    numbered = highlight_cache.highlighter_class()(pygments_lexer="ipython3", extra_formatter_options={"linenos": "inline"})
+    numbered = highlight_cache.highlighter_class()(pygments_lexer="ipython3",
+                                                   extra_formatter_options={"linenos": "inline"})
     source = "def f(x):\n    return x  # note"
     calls = [(python, {}), (text, {}), (numbered, {}), (python, {"metadata": {"magics_language": "bash"}}),
              (python, {"language": "text"})]

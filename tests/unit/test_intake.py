@@ -31,7 +31,8 @@ NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 SECRET = "secret-outside-the-submission"
 
 pytestmark = [pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId"),
-              pytest.mark.filterwarnings("ignore:Object of type <Submitted")]  # nbgrader's own, as in grader/grading/pipeline.py
+              # nbgrader's own, as in grader/grading/pipeline.py
+              pytest.mark.filterwarnings("ignore:Object of type <Submitted")]
 
 
 @pytest.fixture(scope="module")

@@ -47,5 +47,6 @@ def test_release_links_point_into_each_assignments_folder():
                 nbformat.v4.new_code_cell("x = '[04](04_rmsnorm.ipynb)'")]
     out = release_links(nb)
     assert out.cells[0].source == ("see [04](../04_rmsnorm/04_rmsnorm.ipynb) and "
-                                   "[03](../03_backward/03_backward.ipynb#the-jacobian) and [the README](../../README.md)")
+                                   "[03](../03_backward/03_backward.ipynb#the-jacobian) and [the "
+                                   "README](../../README.md)")
     assert out.cells[1].source == "x = '[04](04_rmsnorm.ipynb)'"

@@ -53,10 +53,12 @@ ALLOWED = [
     (EVERYWHERE, "np.arange(1, 11)", "the integers 1 to 10, a worked example with a known mean and variance"),
     (EVERYWHERE, "np.sqrt(var + eps)", "LayerNorm's scale, written in every notebook's prose as s = sqrt(var + eps)"),
     # ------------------------------------------------------------------ the statements say it
-    ("release/01_bn_vs_ln/*", "[:, t + 1:]", "the leaks_future docstring: 'changing x[:, t + 1:] changes any of norm(x)[:, :t + 1]'"),
+    ("release/01_bn_vs_ln/*", "[:, t + 1:]", "the leaks_future docstring: 'changing x[:, t + 1:] changes any of "
+                                             "norm(x)[:, :t + 1]'"),
     ("release/01_bn_vs_ln/*", "norm(x)[:, :t + 1],", "the leaks_future docstring"),
     ("release/01_bn_vs_ln/*", "[:, :t + 1]", "the leaks_future docstring"),
-    ("release/01_bn_vs_ln/*", "** 2).mean(axis=", "section 1's demo of the two averages, before the exercise asks for LayerNorm"),
+    ("release/01_bn_vs_ln/*", "** 2).mean(axis=", "section 1's demo of the two averages, before the exercise "
+                                                  "asks for LayerNorm"),
     ("release/05_placement/*", "x + F(norm(x))", "the exercise's table of the three compositions"),
     ("release/05_placement/*", "norm(x + F(x))", "the exercise's table"),
     ("release/05_placement/*", "x + norm(F(x))", "the exercise's table"),
@@ -65,7 +67,8 @@ ALLOWED = [
     ("release/04_rmsnorm/*", "r = np.sqrt(np.mean(", "section 1 computes r for the worked example before the exercise"),
     ("release/04_rmsnorm/*", "= np.sqrt(np.mean(", "section 1's worked example"),
     ("release/04_rmsnorm/*", "np.sqrt(np.mean(", "section 1's worked example"),
-    ("release/06_welford/*", "np.array([2281.5, 2281.25]", "section 2's float32 pair; a hidden test reruns it in float64"),
+    ("release/06_welford/*", "np.array([2281.5, 2281.25]", "section 2's float32 pair; a hidden test "
+                                                           "reruns it in float64"),
     # ------------------------------------------------------------------ a later notebook reuses an earlier exercise
     ("release/02_geometry/*", "mu = x.mean(axis=-1, keepdims=True) var = ((x - mu) ** 2).mean(axis=-1, keepdims=True) "
      "return (x - mu) / np.sqrt(var + eps)", "02 defines LayerNorm (notebook 01's exercise) for its demos"),
@@ -80,7 +83,8 @@ ALLOWED = [
     ("release/03_backward/*", "- mu) ** 2).mean(", "section 1's forward pass, once more (01's exercise)"),
     ("release/03_backward/*", "(x - x.mean())", "section 1's forward pass"),
     ("release/04_rmsnorm/*", "np.max(np.abs(norm(", "the invariance demo reuses 02's gap"),
-    ("release/05_placement/*", ".mean(axis=-1, keepdims=True) return", "05's own LayerNorm and RMSNorm (01, 04) for its stacks"),
+    ("release/05_placement/*", ".mean(axis=-1, keepdims=True) return",
+     "05's own LayerNorm and RMSNorm (01, 04) for its stacks"),
     ("release/05_placement/*", "** 2).mean(axis=-1, keepdims=True) + eps)", "05's own RMSNorm (04) for its stacks"),
     ("release/05_placement/*", "np.sqrt(np.mean(", "05's own RMSNorm"),
     # ------------------------------------------------------------------ checks: oracles, mutants, messages
@@ -116,7 +120,8 @@ ALLOWED = [
     (CHECKS, "), eps=1e-5, seed=", "a check's defaults"),
     ("grader/checks/geometry.py", "norm(a * x + c) - norm(x)", "the gap's definition, computed in torch as the oracle"),
     ("grader/checks/geometry.py", "norm(a * x + c)", "the gap's definition"),
-    ("grader/checks/welford.py", ") return float(mean), float(m2 /", "exact_mean_var, the exact oracle (fractions, several passes)"),
+    ("grader/checks/welford.py", ") return float(mean), float(m2 /", "exact_mean_var, the exact oracle (fractions, "
+                                                                     "several passes)"),
     ("grader/checks/welford.py", "float(mean), float(m2", "exact_mean_var, the exact oracle"),
     ("grader/checks/placement.py", "norm(x + F(x))", "the compositions a trace is named after"),
     ("grader/checks/placement.py", "x + F(norm(x))", "the compositions a trace is named after"),
@@ -131,7 +136,8 @@ ALLOWED = [
     ("grader/checks/placement.py", "- 1, keepdims=True))", "the recording norms' own statistics"),
     ("grader/checks/placement.py", "\"mode must be 'pre', 'post' or 'output', got",
      "the rejection diagnosis shows the ValueError message the exercise asks for"),
-    ("grader/checks/placement.py", ", 1e-6), ((), ", "qk_norm_logits' visible cases, in the (leading, T_q, T_k, d_k, eps) "
+    ("grader/checks/placement.py", ", 1e-6), ((), ", "qk_norm_logits' visible cases, in the (leading, T_q, "
+                                                     "T_k, d_k, eps) "
      "format its hidden test also uses"),
     ("grader/checks/placement.py", ", 16, 1e-6), ((", "qk_norm_logits' visible cases"),
     ("grader/compare.py", "tuple(range(x.ndim - 1))", IDIOM),

@@ -126,7 +126,8 @@ def test_common_cells_are_parsed_once(monkeypatch):
     parsed = []
     cell_soup = soup_cache.soup_classes()[1]
     original = cell_soup.__init__
-    monkeypatch.setattr(cell_soup, "__init__", lambda self, markup, **kw: parsed.append(markup) or original(self, markup, **kw))
+    monkeypatch.setattr(cell_soup, "__init__",
+                        lambda self, markup, **kw: parsed.append(markup) or original(self, markup, **kw))
     common = ["<p>the same prose</p>", "<pre>given()</pre>"]
     first = random_page(random.Random(1), [*common, "<p>ada's answer</p>", "<p>the end</p>"])
     second = first.replace("ada's answer", "bob's answer")
@@ -152,5 +153,6 @@ def test_the_seam_leaves_an_unknown_nbconvert_pass_alone(monkeypatch):
 def test_the_seam_refuses_a_module_that_parses_pages_elsewhere_too(monkeypatch):
     real = inspect.getsource
     assert nbconvert_seam.nbconvert_pass_is_known()
-    monkeypatch.setattr(inspect, "getsource", lambda obj: real(obj) + ("\nBeautifulSoup(x)\n" if obj is nbconvert_html else ""))
+    monkeypatch.setattr(inspect, "getsource",
+                        lambda obj: real(obj) + ("\nBeautifulSoup(x)\n" if obj is nbconvert_html else ""))
     assert not nbconvert_seam.nbconvert_pass_is_known()

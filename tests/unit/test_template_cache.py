@@ -27,7 +27,8 @@ def test_templates_are_compiled_once_and_the_html_does_not_change(monkeypatch):
     uncached = HTMLExporter().from_notebook_node(_notebook())[0]
     compiled = []
     original_compile = jinja2.Environment.compile
-    monkeypatch.setattr(jinja2.Environment, "compile", lambda self, *a, **k: compiled.append(1) or original_compile(self, *a, **k))
+    monkeypatch.setattr(jinja2.Environment, "compile",
+                        lambda self, *a, **k: compiled.append(1) or original_compile(self, *a, **k))
     first = _cached_export()
     compiled_by_the_first = len(compiled)
     second = _cached_export()  # a new exporter, as nbgrader makes per learner

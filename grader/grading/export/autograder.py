@@ -192,7 +192,8 @@ def grade_notebook(course: Path, submission: Path, assignment: str, student: str
                 source_nb.cells[index].metadata["nbgrader"].get("points", 0) or 0)))
             graded.tests.append(TestOutcome(
                 grade_id, score, possible, result["tests"].get(grade_id, {}).get("status", "not_run"),
-                diagnosis_text(result, grade_id, executed.get(grade_id)), HIDDEN_MARKER in source_nb.cells[index].source))
+                diagnosis_text(result, grade_id, executed.get(grade_id)),
+                HIDDEN_MARKER in source_nb.cells[index].source))
     graded.seconds = time.monotonic() - started
     return graded
 

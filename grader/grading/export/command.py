@@ -119,7 +119,8 @@ def main(argv: list[str]) -> int:
             "write a Gradescope autograder zip (setup.sh, run_autograder, the course's hidden tests) for ASSIGNMENT"))
         parser.add_argument("assignment", help="assignment id, e.g. 04_rmsnorm")
         parser.add_argument("--root", type=Path, default=None, help="course root (default: this repository)")
-        parser.add_argument("--out", type=Path, default=None, help="folder for ASSIGNMENT.zip (default: build/gradescope)")
+        parser.add_argument("--out", type=Path, default=None, help="folder for ASSIGNMENT.zip (default: "
+                                                                   "build/gradescope)")
         args = parser.parse_args(argv[1:])
         from grader.grading.export.gradescope import build_zip
 

@@ -87,7 +87,8 @@ def read_class(root: Path, assignments: list[str], url: str | None = None) -> Cl
         known = {a.name: a for a in gb.assignments}
         unknown = [a for a in assignments if a not in known]
         if unknown:
-            raise GradebookError(f"not in the gradebook: {', '.join(unknown)} (it holds: {', '.join(sorted(known)) or 'nothing'})")
+            raise GradebookError(f"not in the gradebook: {', '.join(unknown)} (it holds: "
+                                 f"{', '.join(sorted(known)) or 'nothing'})")
         for name in assignments:
             grades.assignments[name] = points(known[name].max_score)
             grades.duedates[name] = str(known[name].duedate or "")

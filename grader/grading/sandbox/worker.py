@@ -763,7 +763,8 @@ def run(config: dict) -> None:
     try:
         report = isolation.apply(config)
     except Exception as error:  # noqa: BLE001 - IsolationError, OSError from a mount...: never start unconfined
-        _refuse(channel_out, str(error) if isinstance(error, isolation.IsolationError) else f"{type(error).__name__}: {error}")
+        _refuse(channel_out,
+                str(error) if isinstance(error, isolation.IsolationError) else f"{type(error).__name__}: {error}")
     environment = dict(config["environment"])
     if report["mode"] in ("user", "userns"):  # the grader's paths mean nothing in here
         workdir = config.get("workdir")

@@ -22,14 +22,17 @@ from grader.grading.startup import FACTORY_FOLDER_PREFIX, private_torch_cache
 # about 0.3 s. Not torch._dynamo (about 1 s more): torch would import it on the first use of a
 # TorchDispatchMode, but the grader's two (the memory measurement, the delegation recorder) opt out
 # (``_should_skip_dynamo``), so a notebook imports it only if it compiles something itself.
-WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell", "torch", "torch.fx.experimental.symbolic_shapes",
+WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.interactiveshell", "torch",
+                "torch.fx.experimental.symbolic_shapes",
                 "ipykernel.inprocess.ipkernel", "IPython.core.magics", "IPython.core.completer",
-                "IPython.core.oinspect", "IPython.core.application", "IPython.core.completerlib", "IPython.core.pylabtools",
+                "IPython.core.oinspect", "IPython.core.application", "IPython.core.completerlib",
+                "IPython.core.pylabtools",
                 "tornado.platform.asyncio", "tornado.queues", "tornado.gen", "sqlite3", "bdb", "tracemalloc",
                 "matplotlib.backends.backend_agg", "numpy.random",  # not matplotlib_inline: it hooks the shell it finds
                 # what grader.learner imports (it registers an observer when imported, so not it)
                 "grader.attempts", "grader.exercises",
-                "grader.compare", "grader.numerics", "grader.oracles", "grader.grading.sandbox.protocol", "grader.grading.sandbox.stream",
+                "grader.compare", "grader.numerics", "grader.oracles", "grader.grading.sandbox.protocol",
+                "grader.grading.sandbox.stream",
                 "grader.grading.sandbox.isolation"]
 
 
