@@ -67,7 +67,8 @@ def _base_namespace(notebook: str) -> dict:
     code = [c for c in nb.cells if c.cell_type == "code"]
     namespace: dict = {"__name__": "__diagnosis__"}
     for index, cell in enumerate(code):
-        if index == 0 or _meta(cell).get("solution") or (not _meta(cell).get("grade") and _definitions_only(cell.source)):
+        if index == 0 or _meta(cell).get("solution") or (not _meta(cell).get("grade")
+                                                         and _definitions_only(cell.source)):
             with contextlib.redirect_stdout(io.StringIO()):
                 exec(compile(cell.source, f"<{notebook} cell {index}>", "exec"), namespace)
     return namespace

@@ -246,9 +246,10 @@ def _check_norm(function, name, kind, x, eps, gamma, beta, axes, oracle):
     cause = _affine_cause(y, x_hat, gamma, beta, _PREFIX[kind])
     assert_close(y, expected, what, f"torch {kind.lower()}, float64", RTOL,
                  cause if cause is not None else _probe(lambda e: oracle(x, e, gamma, beta), eps, _PREFIX[kind]).cause(
-                     y, expected, RTOL, float(np.max(np.abs(beta)) + np.max(np.abs(gamma))), None) or tag("with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are "
-                              "used: y = gamma * x_hat + beta, both of shape (d,), applied to every token.",
-                              f"{_PREFIX[kind]}.affine_misapplied"),
+                     y, expected, RTOL, float(np.max(np.abs(beta)) + np.max(np.abs(gamma))), None)
+                 or tag("with gamma = 1 and beta = 0 your output is right, so look at how gamma and beta are "
+                        "used: y = gamma * x_hat + beta, both of shape (d,), applied to every token.",
+                        f"{_PREFIX[kind]}.affine_misapplied"),
                  floor=float(np.max(np.abs(beta)) + np.max(np.abs(gamma))))
 
 

@@ -105,7 +105,8 @@ def sketch_cell(source_nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The self-study edition's hidden cell: each solution, compressed, registered for hint()'s last step."""
     from grader.learner import encode_solution
 
-    entries = "".join(f'    "{name}": "{encode_solution(text)}",\n' for name, text in solution_regions(source_nb).items())
+    entries = "".join(f'    "{name}": "{encode_solution(text)}",\n'
+                      for name, text in solution_regions(source_nb).items())
     source = (
         "# @title Solution sketches for hint() (hidden: opening this cell spoils the exercises)\n"
         "# Self-study edition only. hint(\"name\") shows one as its last step, after you have tried.\n"

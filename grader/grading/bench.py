@@ -183,7 +183,8 @@ def main(argv=None) -> int:
         honest = [(a, s) for a in assignments for s, kind in roster.items() if kind != "hostile"]
         differing = [(a, s, plain_scores.get((a, s)), our_scores.get((a, s))) for a, s in honest
                      if plain_scores.get((a, s)) != our_scores.get((a, s))]
-        hostile_plain = sum(plain_scores.get((a, s), 0) for a in assignments for s, k in roster.items() if k == "hostile")
+        hostile_plain = sum(plain_scores.get((a, s), 0) for a in assignments for s, k in roster.items()
+                            if k == "hostile")
         hostile_ours = sum(our_scores.get((a, s), 0) for a in assignments for s, k in roster.items() if k == "hostile")
         plain_seconds, our_seconds = sum(r.plain for r in rows), sum(r.ours for r in rows)
         feedback_seconds = sum(r.plain_feedback for r in rows)

@@ -54,7 +54,8 @@ SCHEMA = {
         "isolation": {"type": ["object", "null"]},
         "complete": {"type": "boolean"},  # no sandbox failure or limit stopped the run (grader.grading.jobs.cacheable)
         "executed": {"type": "object", "required": ["notebook", "folder"], "additionalProperties": False,  # jobs.accept
-                     "properties": {k: {"type": "string", "pattern": "^[0-9a-f]{64}$"} for k in ("notebook", "folder")}},
+                     "properties": {k: {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+                                    for k in ("notebook", "folder")}},
         # the job that produced it (grader.grading.jobs.Job.identity): a result is accepted only for that job
         "job": {"type": "object", "required": ["key", "submission", "bundle", "grader", "settings"],
                 "additionalProperties": False,

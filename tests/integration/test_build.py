@@ -93,7 +93,8 @@ def solution_and_hidden_lines(assignment, root=ROOT):
     hidden = [m.group(0) for m in HIDDEN_TESTS.finditer(source)]
     keep = lambda line: len(line.strip()) > 12 and not line.strip().startswith("#")  # noqa: E731
     return ([line.strip() for block in solutions for line in block.splitlines() if keep(line)],
-            [line.strip() for block in hidden for line in block.splitlines() if keep(line) and "HIDDEN TESTS" not in line])
+            [line.strip() for block in hidden for line in block.splitlines() if keep(line)
+             and "HIDDEN TESTS" not in line])
 
 
 def code(cells) -> str:

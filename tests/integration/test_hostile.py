@@ -339,7 +339,8 @@ TIMEOUT = 6
 # run for minutes (calls x timeout). It is stopped at its first test cell, as nbgrader stops a notebook
 # whose cell times out.
 def slow_calls(right: dict) -> dict:
-    return {name: source.replace('"""\n', '"""\n    import time\n    time.sleep(%d)\n' % (TIMEOUT - 1), 1) for name, source in right.items()}
+    return {name: source.replace('"""\n', '"""\n    import time\n    time.sleep(%d)\n' % (TIMEOUT - 1), 1)
+            for name, source in right.items()}
 
 
 HUGE_ERRORS = {
@@ -511,7 +512,8 @@ def malformed_submissions(right):
     deleted.cells = [c for c in deleted.cells if not c.id.startswith("test_")]
     return {
         "truncated_json": text[: len(text) // 2].encode(),
-        "latin1_encoding": text.replace("derivative", "dérivée").encode("latin-1", errors="replace") + "é".encode("latin-1"),
+        "latin1_encoding": (text.replace("derivative", "dérivée").encode("latin-1", errors="replace")
+                            + "é".encode("latin-1")),
         "not_a_notebook": b"\x89PNG\r\n\x1a\n not a notebook",
         "json_not_notebook": b'{"cells": 3}',
         "bad_schema_version": bad_schema,
@@ -1136,4 +1138,5 @@ def limits_as_one(messages):
     """Messages with every "stopped by a resource limit" reason written the same way: a notebook that fills memory
     as slowly as a busy machine lets it may meet the time limit before the memory limit on one run and not the next;
     both stop it with zero, and no other word of the message may differ."""
-    return {name: [_STOPPED_BY_A_LIMIT.sub("<stopped by a limit> ", m) for m in texts] for name, texts in messages.items()}
+    return {name: [_STOPPED_BY_A_LIMIT.sub("<stopped by a limit> ", m) for m in texts]
+            for name, texts in messages.items()}

@@ -423,7 +423,8 @@ def reach_as_another_user(paths: list[str], staging: str) -> str:
         holds = [os.path.join(staging, f"{number}-{i}") for i in range(len(inside))]
         commands += [f"mkdir -p {hold} && mount --bind {path} {hold}" for path, hold in zip(inside, holds, strict=True)]
         commands.append(f"mount -t tmpfs -o mode=755 tmpfs {ancestor}")
-        commands += [f"mkdir -p {path} && mount -o bind,ro {hold} {path}" for path, hold in zip(inside, holds, strict=True)]
+        commands += [f"mkdir -p {path} && mount -o bind,ro {hold} {path}"
+                     for path, hold in zip(inside, holds, strict=True)]
     return "".join(f"{command} && " for command in commands)
 
 

@@ -216,7 +216,8 @@ def make_vjp(style, stat="biased", smap="right", hstat=None, hmap=None, mean="ri
             sg = sum(float(gi) for gi in g)
             sgw = sum(float(gi) * float(wi) for gi, wi in zip(g, w, strict=True))
             scale = float(s[0])
-            return np.array([c * (float(gi) - mc * sg / d - vc * sgw / d * float(ui)) / scale for gi, ui in zip(g, u, strict=True)])
+            return np.array([c * (float(gi) - mc * sg / d - vc * sgw / d * float(ui)) / scale
+                             for gi, ui in zip(g, u, strict=True)])
         raise ValueError(style)
 
     return layer_norm_vjp
@@ -311,7 +312,8 @@ def make_backward(style, stat="biased", smap="right", hstat=None, hmap=None, mea
         if style == "per_token":  # one token at a time, the one-token VJP of exercise 2
             rows_x, rows_dy = x.reshape(-1, d), dy.reshape(-1, d)
             vjp = make_vjp("means", stat, smap, hstat, hmap, mean, var, whole, how)
-            dx = np.stack([vjp(xr, g_of(dyr, gamma), eps) for xr, dyr in zip(rows_x, rows_dy, strict=True)]).reshape(x.shape)
+            dx = np.stack([vjp(xr, g_of(dyr, gamma), eps)
+                           for xr, dyr in zip(rows_x, rows_dy, strict=True)]).reshape(x.shape)
             if gamma_mode == "after":
                 dx = dx * gamma
             xh = np.stack([(xr - xr.mean()) / _np_scale(xr, eps, hstat, hmap, how) for xr in rows_x]).reshape(x.shape)

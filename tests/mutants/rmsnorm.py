@@ -695,7 +695,8 @@ for _recipe in ({"rmap": "outside", "proj": "none"}, {"rmap": "sum", "proj": "no
                 {"dgamma": "mean", "power": 0}, {"dgamma": "uses_x", "mean_term": True}):
     _ids = (R_IDS[_recipe.get("rmap", "right")] + PROJ_IDS[_recipe.get("proj", "mean")]
             + G_IDS[_recipe.get("gain", "once")] + POWER_IDS[_recipe.get("power", 1)]
-            + DGAMMA_IDS[_recipe.get("dgamma", "right")] + (("rms.backward_mean_term",) if _recipe.get("mean_term") else ()))
+            + DGAMMA_IDS[_recipe.get("dgamma", "right")] + (("rms.backward_mean_term",)
+                                                            if _recipe.get("mean_term") else ()))
     MUTANTS += _backward_family("+".join(f"{k}={v}" for k, v in _recipe.items()), _ids, frames=("vec", "loop", "torch"),
                                 hows=("mul",), **_recipe)
 
@@ -1020,7 +1021,8 @@ def bf16_recipe(precision="f32", order="llama", write="rsqrt", mistake=None):
         if mistake == "no_cast_back":
             y = normed.float() * g.float()
         elif order == "gemma":
-            y = (normed.to(torch.float64 if precision == "f64" else normed.dtype) * g.to(normed.dtype)).to(torch.bfloat16)
+            out_dtype = torch.float64 if precision == "f64" else normed.dtype
+            y = (normed.to(out_dtype) * g.to(normed.dtype)).to(torch.bfloat16)
         else:
             y = normed.to(torch.bfloat16) * g
         return y.float().numpy()

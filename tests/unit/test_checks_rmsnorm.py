@@ -106,7 +106,8 @@ def test_bf16_grid_rounds_to_nearest_even_like_torch():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)
     values = np.concatenate([rng.standard_normal(20000) * 10.0 ** rng.integers(-8, 8, 20000),
-                             [1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, -(1.0 + 2.0 ** -8), 0.0, 256.0 + 1.0]]).astype(np.float32)
+                             [1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, -(1.0 + 2.0 ** -8), 0.0,
+                              256.0 + 1.0]]).astype(np.float32)
     ours = checks.to_bf16(values)
     theirs = torch.from_numpy(values).to(torch.bfloat16).float().numpy()
     np.testing.assert_array_equal(ours, theirs)

@@ -243,7 +243,8 @@ def test_the_course_solutions_do_not_trip_a_wire(assignment):
     """Each solved notebook, run as ``grader grade`` runs it (cells in the sandbox, test cells here)."""
     nb = solution_notebook(assignment)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    tests = [c for c in code if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
+    tests = [c for c in code if c.metadata.get("nbgrader", {}).get("grade")
+             and not c.metadata["nbgrader"].get("solution")]
     namespace = {"__name__": "__grader_tests__"}
     exec(compile(code[0].source, "<imports>", "exec"), namespace)
     with Sandbox(mode="auto") as sandbox:

@@ -180,7 +180,8 @@ def test_a_cell_that_claims_a_test_id_with_other_text_never_runs(course_files, t
 
 def test_a_pass_that_carries_an_error_output_is_not_a_pass(course_files, tmp_path):
     result, nb = run(course_files, tmp_path)
-    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "test_layer_norm_vjp")
+    index = next(i for i, c in enumerate(nb.cells)
+                 if c.metadata.get("nbgrader", {}).get("grade_id") == "test_layer_norm_vjp")
     result["cells"][str(index)] = [{"output_type": "error", "ename": "X", "evalue": "y", "traceback": []}]
     assert scores(nb, result, tmp_path, course_files[0])["test_layer_norm_vjp"] == 0
 

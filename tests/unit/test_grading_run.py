@@ -399,7 +399,8 @@ def test_a_second_assignment_keeps_the_first_ones_warm_pools_and_checked_sandbox
     harness = Harness(course)
     probes = []
     answer = harness.workers.answer
-    harness.workers.answer = lambda fn, args: (probes.append(1) if fn is execution_slot.probe else None) or answer(fn, args)
+    harness.workers.answer = lambda fn, args: ((probes.append(1) if fn is execution_slot.probe else None)
+                                               or answer(fn, args))
     settings = GradeConfig(jobs=2, grader_version="test-grading-run", isolation="auto")
     first = pipeline.GradingRun(course, ASSIGNMENT, settings, config={}, pool_factory=harness.workers.pool,
                                 feedback_pool_factory=harness.workers.feedback_pool, phases=harness.nbgrader.phases())

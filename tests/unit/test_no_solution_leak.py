@@ -255,7 +255,8 @@ def test_a_planted_solution_or_hidden_test_is_found():
     """The allowances leave every solution region and every hidden-test block detectable."""
     for assignment in ASSIGNMENTS:
         text = (ROOT / "source" / assignment / f"{assignment}.py").read_text()
-        blocks = [m.group(1) for m in SOLUTION_REGION.finditer(text)] + [m.group(0) for m in HIDDEN_TESTS.finditer(text)]
+        blocks = ([m.group(1) for m in SOLUTION_REGION.finditer(text)]
+                  + [m.group(0) for m in HIDDEN_TESTS.finditer(text)])
         for block in blocks:
             assert leaks({f"release/{assignment}/planted.ipynb": block}), f"{assignment}: not detected:\n{block}"
             assert leaks({"grader/planted.py": block}), f"{assignment}: not detected:\n{block}"

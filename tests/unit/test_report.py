@@ -202,7 +202,8 @@ def result_for(nb, student: str, failures: dict[str, list[str] | None]) -> dict:
     tests = results.autograded_tests(nb)
     if id(nb) not in _DIGESTS:
         _DIGESTS[id(nb)] = (nb, results.notebook_digest(nb), {str(i): results.cell_digest(c.source)
-                                                               for i, c in enumerate(nb.cells) if c.cell_type == "code"})
+                                                               for i, c in enumerate(nb.cells)
+                                                               if c.cell_type == "code"})
     _, digest, digests = _DIGESTS[id(nb)]
     document = {"schema": results.SCHEMA_VERSION, "assignment": ASSIGNMENT, "student": student, "notebook": ASSIGNMENT,
                 "source_digest": "0" * 64, "notebook_digest": digest, "cells": {}, "digests": dict(digests),

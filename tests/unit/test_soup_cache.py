@@ -110,7 +110,8 @@ def test_the_feedback_exporter_writes_the_bytes_and_the_warning_nbconvert_does(m
     def export(exporter):
         with caplog.at_level(logging.WARNING):
             caplog.clear()
-            pages = [exporter(template_name="lab", sanitize_html=sanitize).from_notebook_node(nb)[0] for nb in notebooks]
+            pages = [exporter(template_name="lab", sanitize_html=sanitize).from_notebook_node(nb)[0]
+                     for nb in notebooks]
             return pages, [r.getMessage() for r in caplog.records if "Alternative text" in r.getMessage()]
 
     plain = export(HTMLExporter)

@@ -177,7 +177,8 @@ def grade_notebook(course: Path, submission: Path, assignment: str, student: str
             if attempt_mode != "basic":
                 graded.instructor_notes.append(DEGRADED.format(mode=attempt_mode, why=why[:300]))
         if result.get("isolation") is None:
-            raise RuntimeError("no sandbox could start, even at isolation 'basic': " + "; ".join(result.get("notes", [])))
+            raise RuntimeError("no sandbox could start, even at isolation 'basic': "
+                               + "; ".join(result.get("notes", [])))
         graded.isolation = str((result.get("isolation") or {}).get("mode", ""))
         results.write(work / "results" / student / f"{notebook}.json", result)
         graded.notes += [f"{notebook}: {note}" for note in result.get("notes", [])]

@@ -115,5 +115,6 @@ def fill_export(text: str, grades, learners: list[Learner], canvas_ids: dict[str
             record.fields[position] = rawcsv.Field(rawcsv.quote(new), new)
     return rawcsv.join(records), {
         "rows not in the roster": unmatched_rows,
-        "roster learners not in the export": [learner.nbgrader_id for learner in learners if learner.nbgrader_id not in matched],
+        "roster learners not in the export": [learner.nbgrader_id for learner in learners
+                                              if learner.nbgrader_id not in matched],
         "assignments without a column": [a for a in grades.assignments if a not in columns]}

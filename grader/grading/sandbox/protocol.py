@@ -85,7 +85,8 @@ def encode(value, register_callable=None, depth: int = 0):
         return {"t": "dict", "v": [[k, encode(v, register_callable, depth + 1)] for k, v in value.items()]}
     if isinstance(value, (_NDARRAY, _GENERIC)) and _ASARRAY(value).dtype.str in ALLOWED_DTYPES:
         array = _ARRAY(value, copy=True, order="C")  # keeps 0-d shapes (ascontiguousarray would not)
-        kind = "ndarray" if type(value) is _NDARRAY else ("ndarray_subclass" if isinstance(value, _NDARRAY) else "scalar")
+        kind = ("ndarray" if type(value) is _NDARRAY
+                else "ndarray_subclass" if isinstance(value, _NDARRAY) else "scalar")
         return {"t": kind, "type": type(value).__module__ + "." + type(value).__qualname__, "dtype": array.dtype.str,
                 "shape": list(array.shape), "b64": b2a_base64(array.tobytes(), newline=False).decode("ascii")}
     if isinstance(value, StreamSource) and register_callable is not None:
