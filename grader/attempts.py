@@ -7,8 +7,9 @@ In a live IPython kernel (JupyterLab, Colab, a classic notebook), each event app
      "misconceptions": ["rms.eps_outside_sqrt", ...], "level": 1..4 | None, "time": 1767225600.0,
      "run": 12}
 
-``run`` (absent outside a kernel's cell, and in older records) is the kernel's execution count of the cell that ran the check: the checks one cell runs
-are one run of the exercise (records saved before it existed read as None: one run each).
+``run`` (absent outside a kernel's cell, and in older records) is the kernel's execution count of
+the cell that ran the check: the checks one cell runs are one run of the exercise (records saved before it
+existed read as None: one run each).
 
 to a log in the kernel, and displays an invisible output (``text/plain`` is empty) carrying
 every record of that exercise so far (the last ``KEEP``) under ``MIME``. So the log is saved

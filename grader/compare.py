@@ -196,12 +196,14 @@ def strict_array(value, what: str, shape: tuple, dtype=np.float64) -> np.ndarray
     ``what`` names the value in messages, e.g. ``"layer_norm_vjp(x, g)"``.
     """
     if type(value) is not np.ndarray:
-        kind = value.type_name if isinstance(value, Unsupported) else type(value).__module__ + "." + type(value).__name__
+        kind = (value.type_name if isinstance(value, Unsupported)
+                else type(value).__module__ + "." + type(value).__name__)
         hint, mistake = "", "common.not_an_array"
         if isinstance(value, np.ndarray) or "subclass of numpy.ndarray" in kind:
             hint = " Return a plain array (np.asarray(result)), not a subclass."
         elif kind.startswith("torch"):
-            hint, mistake = " Convert with .detach().numpy(), or compute with numpy throughout.", "common.torch_returned"
+            hint = " Convert with .detach().numpy(), or compute with numpy throughout."
+            mistake = "common.torch_returned"
         elif isinstance(value, (list, tuple)):
             hint = " Wrap it with np.array(...)."
         elif value is None:
@@ -324,7 +326,8 @@ class Probe:
         levels = {}
         for which in ("bfloat16", "float32"):  # a bfloat16 number is a float32 number too: the narrower first
             low = self._at(self.eps, which)
-            levels[which] = relative_error(low, expected, floor) if low is not None and low.shape == actual.shape else None
+            levels[which] = (relative_error(low, expected, floor) if low is not None and low.shape == actual.shape
+                             else None)
             rounded = values.size >= 2 and np.all(values == rounders[which](values)) \
                 and not np.all(reference == rounders[which](reference))
             level = levels[which]
@@ -653,7 +656,8 @@ def _binds(function, args, kwargs) -> bool:
     return True
 
 
-def learner_error(error: BaseException, function, args, kwargs, what: str, shape_rule: str | None = None) -> LearnerError:
+def learner_error(error: BaseException, function, args, kwargs, what: str,
+                  shape_rule: str | None = None) -> LearnerError:
     """The diagnosis of an exception the learner's code raised during ``function(*args, **kwargs)``."""
     kind, message = _error_parts(error)
     message = _safe_text(message, MESSAGE_LIMIT)

@@ -401,7 +401,8 @@ def progress(notebook: str | None = None) -> None:
     chosen = _resolve_notebook(notebook) if notebook is not None else _infer_notebook(namespace, log)
     if chosen is None:
         listed = ", ".join(f'"{n}"' for n in NOTEBOOKS)
-        message = f"progress() could not tell which notebook this is: name it, e.g. progress(\"04_rmsnorm\") ({listed})."
+        message = (f"progress() could not tell which notebook this is: name it, e.g. progress(\"04_rmsnorm\") "
+                   f"({listed}).")
         _emit(message.replace('progress("04_rmsnorm")', '`progress("04_rmsnorm")`'), message)
         return
     rows = _rows(chosen, log)

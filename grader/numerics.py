@@ -24,7 +24,8 @@ def relative_error(actual: np.ndarray, expected: np.ndarray, floor: float = 0.0)
     return diff / scale if scale > 0 else diff
 
 
-def central_difference_jacobian(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, h: float | None = None) -> np.ndarray:
+def central_difference_jacobian(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
+                                h: float | None = None) -> np.ndarray:
     """Jacobian of ``f: (d,) -> (m,)`` at ``x`` by float64 central differences, shape (m, d).
 
     The step defaults to 1e-6 times the spread of ``x`` (at least 1e-9): small enough that
@@ -37,7 +38,8 @@ def central_difference_jacobian(f: Callable[[np.ndarray], np.ndarray], x: np.nda
     for j in range(x.size):
         step = np.zeros_like(x)
         step[j] = h
-        columns.append((np.asarray(f(x + step), dtype=np.float64) - np.asarray(f(x - step), dtype=np.float64)) / (2 * h))
+        columns.append((np.asarray(f(x + step), dtype=np.float64)
+                        - np.asarray(f(x - step), dtype=np.float64)) / (2 * h))
     return np.stack(columns, axis=-1)
 
 

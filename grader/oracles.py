@@ -44,7 +44,8 @@ def in_precision(dtype: str, oracle, *args, **kwargs):
         _precision[0] = saved
 
 
-def layer_norm(x: np.ndarray, eps: float, gamma: np.ndarray | None = None, beta: np.ndarray | None = None) -> np.ndarray:
+def layer_norm(x: np.ndarray, eps: float, gamma: np.ndarray | None = None,
+               beta: np.ndarray | None = None) -> np.ndarray:
     """``torch.nn.functional.layer_norm`` over the last axis. x: (..., d) -> (..., d)."""
     torch = _torch()
     d = x.shape[-1]
@@ -63,7 +64,8 @@ def layer_norm_jacobian(x: np.ndarray, eps: float) -> np.ndarray:
     ))
 
 
-def layer_norm_grads(dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def layer_norm_grads(dy: np.ndarray, x: np.ndarray, gamma: np.ndarray,
+                     eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Autograd (dx, dgamma, dbeta) of ``sum(dy * layer_norm(x, gamma, beta))``. x, dy: (..., d)."""
     torch = _torch()
     d = x.shape[-1]

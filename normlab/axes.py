@@ -231,7 +231,8 @@ def change_map_figure(changes: dict, perturbed, *, dpi: int = 100) -> StaticFigu
     return fig
 
 
-def spread_figure(batch_sizes, spreads: dict, *, tokens_per_sequence: int | None = None, dpi: int = 100) -> StaticFigure:
+def spread_figure(batch_sizes, spreads: dict, *, tokens_per_sequence: int | None = None,
+                  dpi: int = 100) -> StaticFigure:
     """Spread of one token's normalised output over random batch-mates, against batch size.
 
     batch_sizes: (n,) numbers of sequences per batch. spreads: {name: (n,) standard

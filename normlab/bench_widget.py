@@ -2,8 +2,9 @@
 
 Builds ``BarDragWidget`` without a browser, moves its sliders (the six bars, a, c and eps) a
 number of times and prints how long each move takes, from setting a slider's value to the
-Image widget holding the new PNG. The target is one 60 Hz frame, 16 ms, at the median. The observe callback runs synchronously, so that is the whole kernel-side cost of one
-drag event (the browser's share, a comm message and an image swap, is not included).
+Image widget holding the new PNG. The target is one 60 Hz frame, 16 ms, at the median. The observe
+callback runs synchronously, so that is the whole kernel-side cost of one drag event (the browser's share, a
+comm message and an image swap, is not included).
 
 Two kinds of moves: "drag" (default) imitates a person dragging, small steps on one control
 at a time; "jump" sets random values anywhere in each slider's range, which changes axis

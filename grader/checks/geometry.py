@@ -582,7 +582,8 @@ def check_invariance_gap(invariance_gap, norm=None, a=None, c=None, shape=(3, 6)
 
 
 # ------------------------------------------------------------------ derivation: the squared length of x_hat
-NOT_WRITTEN = "✎ check_norm_squared: write your expression first (replace the ... in the cell above), then run this cell again."
+NOT_WRITTEN = ("✎ check_norm_squared: write your expression first (replace the ... in the cell above), then run this "
+               "cell again.")
 NORM_SQUARED_CASES = (  # (d, spread, offset, eps): ordinary tokens, a spread near sqrt(eps), a constant token
     (4, 1.0, 5.0, 1e-5), (16, 3e-3, 3.0, 1e-5), (7, 0.2, -1.0, 1e-2), (64, 1e-4, 0.5, 1e-5), (5, 0.0, 2.0, 1e-5),
 )

@@ -298,7 +298,8 @@ def _forward_cause(y, x, gamma, eps, expected, dtype, known_gain=None):
         reference_sum = np.max(np.abs(np.sum(expected / gamma, axis=-1))) > 1e-3 * size
         if zero_sum and reference_sum:
             return tag("your outputs (divided by gamma) sum to zero over each token's features: you subtracted the "
-                       "mean. That is LayerNorm; RMSNorm keeps the mean and divides x itself by sqrt(mean(x**2) + eps).",
+                       "mean. That is LayerNorm; RMSNorm keeps the mean and divides x itself by "
+                       "sqrt(mean(x**2) + eps).",
                        "rms.mean_subtracted")
     if not np.allclose(gamma, 1.0) and np.all(gamma != 0):
         if _allclose_rel(y[expected != 0], (expected / gamma)[expected != 0], tol):
@@ -794,7 +795,8 @@ def _bf16_cause(y, x, gamma, eps, x_hat):
 def _rms_norm_bf16_case(rms_norm_bf16, x, gamma, eps, label):
     what = f"rms_norm_bf16(x, gamma, eps={eps}) for {label}"
     value = _call(rms_norm_bf16, x, gamma, eps=eps, what=what)
-    if isinstance(value, np.ndarray) and value.shape == x.shape and value.dtype != np.float32 and value.dtype.kind == "f":
+    if (isinstance(value, np.ndarray) and value.shape == x.shape and value.dtype != np.float32
+            and value.dtype.kind == "f"):
         fail(f"{what} returned a numpy array of dtype {value.dtype}; it must be float32 holding bfloat16 numbers.\n"
              "Likely cause: the conversion at the end. Keep the stub's last line: your bfloat16 result y, converted "
              "with y.float().numpy().", "common.wrong_dtype")

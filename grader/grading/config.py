@@ -91,7 +91,9 @@ class GradeConfig(Configurable):
         return self.jobs or os.cpu_count() or 1
 
     def cache_folder(self, root: Path) -> Path:
-        return Path(os.path.expanduser(self.cache_dir)).resolve() if self.cache_dir else Path(root) / "build" / "grading-cache"
+        if self.cache_dir:
+            return Path(os.path.expanduser(self.cache_dir)).resolve()
+        return Path(root) / "build" / "grading-cache"
 
 
 def file_config(root: Path) -> Config:

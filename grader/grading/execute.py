@@ -2,8 +2,9 @@
 
 A cell counts as a test cell only if the *source* notebook (the instructor's, read from
 source/, never from the submission) has a graded code cell with the same grade_id and the
-same text; a cell that claims a test's grade_id with other text is never run (zero). Test cells run in this trusted process, in a namespace built from the
-source notebook's first code cell (its imports) plus proxies for the learner's names; the
+same text; a cell that claims a test's grade_id with other text is never run (zero). Test cells
+run in this trusted process, in a namespace built from the source notebook's first code cell (its imports)
+plus proxies for the learner's names; the
 learner's own code only ever runs inside the sandbox. A failing check is reported as its
 message alone, so no test source (hidden tests included) appears in an error.
 

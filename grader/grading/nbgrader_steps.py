@@ -191,7 +191,8 @@ def reset_absent(submitted, present_grades: set[str], present_comments: set[str]
             taken.append(f"{grade.name} ({_points(had)})")
         if grade.manual_score is not None or grade.extra_credit:
             removed.append(grade.name)
-        if (grade.auto_score, grade.manual_score, grade.extra_credit, grade.needs_manual_grade) != (0.0, None, None, False):
+        if ((grade.auto_score, grade.manual_score, grade.extra_credit, grade.needs_manual_grade)
+                != (0.0, None, None, False)):
             grade.auto_score, grade.manual_score, grade.extra_credit, grade.needs_manual_grade = 0.0, None, None, False
     for comment in submitted.comments:
         if comment.name not in present_comments and comment.auto_comment is not None:

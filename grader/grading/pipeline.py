@@ -262,8 +262,9 @@ class Phases:
 
     ``run_phase(config, root, assignment, student, phase, submitted_dir, results_dir="", notes=())``:
     nbgrader's "sanitize" or "record" for one learner, raising on failure, returning messages for the learner or
-    None (``grader.grading.nbgrader_steps.run_phase``: the record phase's graded cells that are gone, now zero); ``mirror(root, work, assignment, student) ->
-    messages``: the intake of one learner's submission (``grader.grading.intake.mirror_submission``).
+    None (``grader.grading.nbgrader_steps.run_phase``: the record phase's graded cells that are gone, now
+    zero); ``mirror(root, work, assignment, student) -> messages``: the intake of one learner's submission
+    (``grader.grading.intake.mirror_submission``).
     """
 
     run_phase: Callable
@@ -407,7 +408,8 @@ class GradingRun:
         for pid, process in list((getattr(self.feedback_pool, "_processes", None) or {}).items()):
             if process.exitcode in (-signal.SIGXCPU, -signal.SIGKILL):
                 try:
-                    found[pid] = json.loads(_feedback_marker(str(self.root), self.assignment, pid).read_text())["student"]
+                    marker = _feedback_marker(str(self.root), self.assignment, pid)
+                    found[pid] = json.loads(marker.read_text())["student"]
                 except (OSError, ValueError, KeyError, TypeError):
                     pass
         return found
@@ -943,5 +945,6 @@ def print_scores(csv_path: Path, assignment: str, messages: dict[str, list[str]]
     print(f"{'student':<{width}}  score / max   notes")
     for r in sorted(rows, key=lambda r: r["student_id"]):
         notes = printable("; ".join(messages.get(r["student_id"], [])), 200)
-        print(f"{names[r['student_id']]:<{width}}  {float(r['raw_score']):5.1f} / {float(r['max_score']):<5.1f} {notes}")
+        print(f"{names[r['student_id']]:<{width}}  {float(r['raw_score']):5.1f} / {float(r['max_score']):<5.1f} "
+              f"{notes}")
     print(f"scores written to {csv_path}; messages in build/grading/{assignment}/messages.json")

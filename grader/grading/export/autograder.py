@@ -25,7 +25,8 @@ from pathlib import Path
 
 HIDDEN_MARKER = "### BEGIN HIDDEN TESTS"
 DEGRADED = ("isolation degraded to basic: no sandbox could start at '{mode}' here ({why}). The notebook ran with "
-            "resource limits only, seeing what the grading user sees; its hidden tests still ran in the trusted grader.")
+            "resource limits only, seeing what the grading user sees; its hidden tests still ran in the trusted "
+            "grader.")
 
 
 @dataclass

@@ -49,7 +49,8 @@ def has_identity(learner: Learner) -> bool:
     return bool(learner.lms_user_id or learner.sis_user_id or learner.sis_login_id)
 
 
-def write_import(grades, learners: list[Learner], canvas_ids: dict[str, str], missing: str = "zero") -> tuple[str, list[str]]:
+def write_import(grades, learners: list[Learner], canvas_ids: dict[str, str],
+                 missing: str = "zero") -> tuple[str, list[str]]:
     """(the import CSV's text, nbgrader ids left out because Canvas could not match them to anyone)."""
     out = io.StringIO(newline="")
     writer = csv.writer(out, lineterminator="\r\n")

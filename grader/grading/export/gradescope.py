@@ -53,7 +53,7 @@ PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu "$ROOT/venv/bin/python"
     --disable-pip-version-check -c package/constraints.txt ./package __PIP_PACKAGES__
 "$ROOT/venv/bin/python" -m compileall -q "$ROOT/venv/lib" >/dev/null || true
 "$ROOT/venv/bin/python" -c "import torch, nbgrader, grader.grading.export.gradescope; print('autograder ready:', torch.__version__)"
-"""
+"""  # noqa: E501 - shell script text, written out as it is
 
 RUN_AUTOGRADER = r"""#!/usr/bin/env bash
 # Gradescope runs this once per submission (as /autograder/run_autograder). It always leaves a
@@ -69,7 +69,7 @@ if [ ! -s "$ROOT/results/results.json" ]; then
     printf '{"score": 0, "output": "The autograder could not start (exit %s): tell your instructor.", "stdout_visibility": "hidden", "tests": [{"name": "grading failed", "score": 0, "max_score": __MAX__, "status": "failed", "output": "The autograder could not start: this is not your mistake; tell your instructor.", "visibility": "visible"}]}\n' "$code" > "$ROOT/results/results.json"
 fi
 exit 0
-"""
+"""  # noqa: E501 - shell script text, written out as it is
 
 
 # ------------------------------------------------------------------ results.json

@@ -270,7 +270,8 @@ class Sandbox:
             return "the notebook's process stopped answering"
         if code < 0:
             name = signal.Signals(-code).name
-            hint = " (CPU time limit)" if name == "SIGXCPU" else " (killed: memory, process or file limits, or it killed itself)"
+            hint = (" (CPU time limit)" if name == "SIGXCPU"
+                    else " (killed: memory, process or file limits, or it killed itself)")
             return f"the notebook's process died from {name}{hint}"
         return f"the notebook's process exited with status {code} (sys.exit, os._exit or a crash in the kernel)"
 

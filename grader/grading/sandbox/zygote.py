@@ -80,7 +80,8 @@ def _format_one_traceback() -> None:
 
 
 def _memoise_word_patterns() -> None:
-    """pygments' keyword patterns built once per zygote, not once per traceback frame (``grader.grading.seams.pygments``)."""
+    """pygments' keyword patterns built once per zygote, not once per traceback frame
+    (``grader.grading.seams.pygments``)."""
     from grader.grading.seams import pygments as pygments_seam
 
     pygments_seam.install_regex_memo()
