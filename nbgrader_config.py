@@ -42,10 +42,10 @@ c.Execute.timeout = int(c.GradeConfig.cell_timeout)
 # This preprocessor removes the hidden block from the source (nbgrader's ClearHiddenTests)
 # and, from the error output of such a cell, the traceback frames that quote the cell
 # itself; the learner's own frames, the checks' frames and every message stay.
-import re as _re  # noqa: E402
+import re as _re  # noqa: E402 - the traceback filter's import, kept with it
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402 - the traceback filter's import, kept with it
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402 - the traceback filter's import, kept with it
 
 _ANSI = _re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 

@@ -114,7 +114,7 @@ def execution_count() -> int | None:
     """The running cell's execution count in a kernel, or None."""
     try:
         count = getattr(shell(), "execution_count", None)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no kernel, or an odd one: no run number
         return None
     return count if type(count) is int and 0 <= count < 2**31 else None
 
@@ -151,7 +151,7 @@ def records(exercise: str | None = None) -> list[dict]:
     """Copies of the records of this kernel (read back from the notebook on first use), oldest first."""
     try:
         _ensure_loaded()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - an unreadable log shows as empty, never breaks the cell
         pass
     chosen = _records if exercise is None else [r for r in _records if r["exercise"] == exercise]
     return [dict(r, misconceptions=list(r["misconceptions"])) for r in chosen]
@@ -321,7 +321,7 @@ def read_attempts(nb) -> list[dict]:
             if not isinstance(outputs, list):
                 continue
             outputs = outputs[:MAX_OUTPUTS_PER_CELL]
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a malformed output is skipped
             continue
         for output in outputs:
             try:
@@ -329,7 +329,7 @@ def read_attempts(nb) -> list[dict]:
                 if batch is None:
                     continue
                 batch = batch[-KEEP:]
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a malformed record is skipped
                 continue
             for item in batch:
                 examined += 1

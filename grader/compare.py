@@ -434,7 +434,7 @@ def _error_parts(error: BaseException) -> tuple[str, str]:
     """(type name, message) of a learner's exception, local or rebuilt from a sandbox."""
     try:
         name = type(error).__name__
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the learner's exception class may raise anything
         name = "Exception"
     name = str(name)[:100]
     # set by grader.boundary.learner_exception: str() of the original
@@ -470,7 +470,7 @@ def _describe_value(value) -> str:
     if hasattr(type(value), "stream_request"):  # grader.grading.sandbox.protocol.StreamSource, e.g. 06's CountingStream
         try:
             return f"a read-once stream of {len(value)} values"
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the learner's object may raise anything
             return "a read-once stream"
     shape = getattr(value, "shape", None)
     if isinstance(shape, tuple):
@@ -684,7 +684,7 @@ def run_learner(function, args, kwargs, what: str, shape_rule: str | None = None
     """
     try:
         return function(*args, **kwargs)
-    except Exception as error:  # noqa: BLE001 - every exception of the learner's becomes a diagnosis
+    except Exception as error:  # every exception of the learner's becomes a diagnosis
         if _passes_through(error):
             raise
         diagnosis = learner_error(error, subject if subject is not None else function, args, kwargs, what, shape_rule)

@@ -414,7 +414,7 @@ def progress(notebook: str | None = None) -> None:
            "(or not written yet). A check run is one run of a test cell. Stuck? `hint(\"name\")`: each hint "
            "step opens as you try (step 2 after a run, step 3 after a failed run since step 2)."]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
-    line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()  # noqa: E731
+    line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()  # noqa: E731 - a one-line row formatter
     text = [f"Your progress in {chosen}", line(header), line(["-" * w for w in widths])] + [line(c) for c in cells]
     text += ["✔ passed at the last run · ✘ failed at the last run · – not run yet. Stuck? hint(\"name\")."]
     _emit("\n".join(md), "\n".join(text))

@@ -70,5 +70,5 @@ def choose(guess, options, correct, name: str = "your prediction") -> str:
             return "right"
         print(f"✘ {name}: you chose {guess!r}; the measurement says {correct!r}. Read the cell's output again.")
         return "wrong"
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - any bad answer reads as invalid
         return "invalid"

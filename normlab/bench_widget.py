@@ -21,9 +21,9 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless; the widget itself never touches pyplot
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from normlab.geometry import BarDragWidget  # noqa: E402
+from normlab.geometry import BarDragWidget
 
 
 def _moves(w: BarDragWidget, n: int, mode: str, rng: np.random.Generator):

@@ -157,7 +157,7 @@ def _block(sublayer, x: torch.Tensor, F, norm, mode: str) -> torch.Tensor:
         y = sublayer(x, F, norm, mode)
     except NotImplementedError:
         raise
-    except Exception as error:  # noqa: BLE001 - re-raised with what the experiment needs
+    except Exception as error:  # re-raised with what the experiment needs
         raise TypeError(f"{getattr(sublayer, '__name__', 'sublayer')}(x, F, norm, {mode!r}) failed on torch "
                         f"tensors ({type(error).__name__}: {error}). These experiments pass torch tensors: "
                         "combine them with + and calls of F and norm only (no np.add, no .copy()).") from error

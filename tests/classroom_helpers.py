@@ -166,7 +166,7 @@ def write_as(user: pwd.struct_passwd, path: Path, data: bytes) -> None:
 
 # -- the hub ---------------------------------------------------------------------------------
 HUB_CONFIG = """\
-c = get_config()  # noqa
+c = get_config()  # noqa: F821 - injected by traitlets
 c.JupyterHub.bind_url = {bind_url!r}
 c.JupyterHub.hub_bind_url = {hub_bind_url!r}
 c.JupyterHub.db_url = {db_url!r}

@@ -18,17 +18,17 @@ matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.implementations
 
-from grader.course import skip_iri_grammars  # noqa: E402
+from grader.course import skip_iri_grammars  # noqa: E402 - after the sys.path insert
 
 skip_iri_grammars()  # as in the grader's own processes: 1-3 s of CPU per test process otherwise
 
-from grader.grading.execute import one_torch_thread  # noqa: E402
+from grader.grading.execute import one_torch_thread  # noqa: E402 - after skip_iri_grammars()
 
 # The checks' thousands of tiny torch calls run on one thread, as in the grader's slots: an intra-op pool's
 # idle threads spin between them (~10 ms a call on a busy 2-core machine, against ~10 us on one thread).
 one_torch_thread()
 
-from grader.course.build import present_assignments  # noqa: E402
+from grader.course.build import present_assignments  # noqa: E402 - after one_torch_thread()
 
 # LNCOURSE_ASSIGNMENTS=03_backward,04_rmsnorm restricts the suite while authoring.
 _only = [a for a in os.environ.get("LNCOURSE_ASSIGNMENTS", "").split(",") if a]

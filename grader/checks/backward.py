@@ -264,7 +264,7 @@ def _explain(kind: str, implied, sign: float, fits: list, x2: np.ndarray, eps: f
                 candidates.append(_unique(base + mean + variance))
     if not candidates:
         return None
-    rank = lambda mistakes: (sum(WRONG_FACTOR in ids_of(m) for m in mistakes), len(mistakes))  # noqa: E731
+    rank = lambda mistakes: (sum(WRONG_FACTOR in ids_of(m) for m in mistakes), len(mistakes))  # noqa: E731 - a one-line sort key
     best = min(rank(c) for c in candidates)
     simplest = []
     for mistakes in candidates:
@@ -467,7 +467,7 @@ def check_layer_norm_jacobian(layer_norm_jacobian, x=None, eps=1e-5, d=6, seed=0
         what = f"layer_norm_jacobian(x, eps={eps}) for x = {preview(x)}"
         J = strict_array(call_learner(layer_norm_jacobian, x, eps=eps, what=what, shape_rule=TOKEN_RULE), what,
                          (x.size, x.size))
-        forward = lambda t: oracles.layer_norm(t, eps)  # noqa: E731
+        forward = lambda t: oracles.layer_norm(t, eps)  # noqa: E731 - a one-line function of t
         natural_size = 1.0 / np.sqrt(np.var(x) + eps)  # J's entries are O(1/s)
         numeric, autograd = central_difference_jacobian(forward, x), oracles.layer_norm_jacobian(x, eps)
         cause = None

@@ -644,6 +644,6 @@ def check_norm_squared(expression):
         print(f"✔ your expression matches |x_hat|^2 measured from the forward pass on all {len(NORM_SQUARED_CASES)} "
               "tokens (ordinary, near the noise floor, and constant).")
         return True
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:  # noqa: BLE001 - any error in the learner's expression is reported, not raised
         print(f"✘ check_norm_squared could not judge your expression ({type(error).__name__}: {error}).")
         return False

@@ -84,19 +84,19 @@ def _functions(pair: str, d: int, seed: int):
         # F: a two-layer MLP with a bias; norm: scale to length 2 (Henry et al.'s L2 form), then shift.
         W1 = rng.standard_normal((d, 2 * d)) / np.sqrt(d)
         W2 = rng.standard_normal((2 * d, d)) / np.sqrt(2 * d)
-        F = lambda h: np.tanh(h @ W1 + 0.1) @ W2 + 0.5  # noqa: E731
-        norm = lambda h: 2.0 * h / np.linalg.norm(h, axis=-1, keepdims=True) + 0.25  # noqa: E731
+        F = lambda h: np.tanh(h @ W1 + 0.1) @ W2 + 0.5  # noqa: E731 - the test sublayer and norm, one line each
+        norm = lambda h: 2.0 * h / np.linalg.norm(h, axis=-1, keepdims=True) + 0.25  # noqa: E731 - the test sublayer and norm, one line each
     elif pair == "affine":
         # F: a linear map with a bias; norm: min-max scaling of each token to [-1, 1].
         A = rng.standard_normal((d, d)) / np.sqrt(d)
         c = rng.standard_normal(d)
-        F = lambda h: h @ A + c  # noqa: E731
-        norm = lambda h: (2 * h - h.max(-1, keepdims=True) - h.min(-1, keepdims=True)) / (  # noqa: E731
+        F = lambda h: h @ A + c  # noqa: E731 - the test sublayer and norm, one line each
+        norm = lambda h: (2 * h - h.max(-1, keepdims=True) - h.min(-1, keepdims=True)) / (  # noqa: E731 - the test sublayer and norm, one line each
             h.max(-1, keepdims=True) - h.min(-1, keepdims=True))
     elif pair == "elementwise":
         # F: an elementwise nonlinearity with a shift; norm: divide by 1 + mean |h|, then shift.
-        F = lambda h: np.sin(2 * h) + 0.7  # noqa: E731
-        norm = lambda h: h / (1 + np.abs(h).mean(-1, keepdims=True)) - 0.1  # noqa: E731
+        F = lambda h: np.sin(2 * h) + 0.7  # noqa: E731 - the test sublayer and norm, one line each
+        norm = lambda h: h / (1 + np.abs(h).mean(-1, keepdims=True)) - 0.1  # noqa: E731 - the test sublayer and norm, one line each
     else:
         raise ValueError(f"unknown test pair {pair!r}; use one of {PAIRS}")
     return F, norm

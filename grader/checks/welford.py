@@ -185,7 +185,7 @@ def _probe(function, x: np.ndarray):
             return float(result[0]), float(result[1])
     except NotImplementedError:
         raise
-    except Exception:  # noqa: BLE001  a probe only refines a diagnosis
+    except Exception:  # noqa: BLE001 - a probe only refines a diagnosis
         return None
     return None
 
@@ -829,7 +829,7 @@ def _m2_step_cause(update) -> tuple[str, bool]:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             got = float(call_learner(update, float(m2_old), float(mean_old), float(mean_new), x, what="probe"))
-    except Exception:  # noqa: BLE001  a probe only refines a diagnosis
+    except Exception:  # noqa: BLE001 - a probe only refines a diagnosis
         return "", False
     increment = float(m2_new - m2_old)
     call = f"my_m2_update({float(m2_old)}, {float(mean_old)}, {float(mean_new)}, {x})"

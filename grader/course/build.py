@@ -28,7 +28,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package (pyproj
 import jupytext
 import nbformat
 
-from grader.course import course_root, tool_environment  # noqa: F401 - where callers have always found them
+from grader.course import course_root, tool_environment  # where callers have always found them
 
 ASSIGNMENTS = ("01_bn_vs_ln", "02_geometry", "03_backward", "04_rmsnorm", "05_placement", "06_welford")
 

@@ -8,7 +8,7 @@ import sys
 from grader.course import skip_iri_grammars
 
 skip_iri_grammars()  # before nbgrader imports jsonschema
-from nbgrader.apps import GenerateAssignmentApp  # noqa: E402
+from nbgrader.apps import GenerateAssignmentApp  # noqa: E402 - after skip_iri_grammars()
 
 
 def read_migration_head_in_process() -> None:

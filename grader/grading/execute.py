@@ -188,7 +188,7 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
     one_torch_thread()
     try:
         nb = nbformat.read(notebook_path, as_version=4)
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:  # noqa: BLE001 - an unreadable notebook scores zero, with the reason
         result = _identity(notebook_path, file_digest(Path(source_notebook_path)), None, who)
         return {**result, "cells": {}, "digests": {}, "tests": {}, "isolation": None,
                 "notes": [f"the notebook could not be read ({type(error).__name__}); it scores zero"]}

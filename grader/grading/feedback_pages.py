@@ -313,7 +313,7 @@ def _scores(db_url: str, assignment: str, student: str, notebook: str):
 
 def plain_page(notebook: str, why: str, notes, scores) -> str:
     """A minimal page, every learner-derived string escaped, with no script, style or link."""
-    esc = lambda text: html.escape(str(text)[:MAX_NOTE_CHARS], quote=True)  # noqa: E731
+    esc = lambda text: html.escape(str(text)[:MAX_NOTE_CHARS], quote=True)  # noqa: E731 - a one-line helper
     parts = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8">', f"<title>{esc(notebook)}</title></head><body>",
              f"<h1>{esc(notebook)}</h1>", f"<p><strong>{esc(why)}</strong></p>"]
     if scores is None:

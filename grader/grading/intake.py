@@ -229,7 +229,7 @@ def upgrade_to_v4(document) -> dict:
     if not isinstance(document, dict):
         raise Rejected("is JSON but not a notebook")
     major = document.get("nbformat")
-    if type(major) is not int:  # noqa: E721 - True is an int too
+    if type(major) is not int:  # True is an int too
         raise Rejected("is JSON but not a notebook (it has no nbformat version)")
     if major == 4:
         return document

@@ -654,7 +654,7 @@ class GradingRun:
             told = self.phases.run_phase(self.config, self.root, self.assignment, student, "record",
                                          self.submitted_dir, str(self.work / "results"), notes=self.messages[student])
             self.messages[student] += list(told or [])  # graded cells gone since an earlier grading, now zero
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:  # noqa: BLE001 - one learner's failure is recorded, the class goes on
             self.messages[student].append(f"recording the grade failed: {type(error).__name__}: {str(error)[:300]}")
             self.unfinished.add(student)
         self.timings["record"] += time.monotonic() - phase_started
@@ -717,7 +717,7 @@ class GradingRun:
             except BrokenProcessPool:
                 self._rebuild_feedback_pool()
                 continue
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:  # noqa: BLE001 - one learner's failure is recorded, the class goes on
                 student, problem = self.feedback[future], f"no feedback could be generated ({type(error).__name__})"
             del self.feedback[future]
             if note:

@@ -18,7 +18,7 @@ _torch_cache, _owner = private_torch_cache(), os.getpid()
 if _torch_cache:  # the forkserver removes it when it exits; the slots leave by os._exit
     atexit.register(lambda: os.getpid() == _owner and shutil.rmtree(_torch_cache, ignore_errors=True))
 
-from grader.grading.slot_pool import LEARNER_PACKAGES, SLOT_WARM_MODULES  # noqa: E402
+from grader.grading.slot_pool import LEARNER_PACKAGES, SLOT_WARM_MODULES  # noqa: E402 - after the torch cache set-up above
 
 os.environ.setdefault("MPLBACKEND", "Agg")  # the slots draw nothing
 for _name in SLOT_WARM_MODULES:

@@ -226,7 +226,7 @@ def fetch_feedback_in_browser(page) -> bool:
     listed = page.locator(".jp-DirListing-item", has_text=f"{ASSIGNMENT}.html")
     try:
         listed.wait_for(timeout=30_000)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - Playwright's TimeoutError: the feedback never showed
         return False
     return True
 
@@ -312,7 +312,8 @@ def gather_evidence(out: dict) -> dict:
         feedback = course / "feedback" / name / ASSIGNMENT / f"{ASSIGNMENT}.html"
         evidence["feedback"][role] = feedback.read_text(encoding="utf-8") if feedback.exists() else None
         evidence["fetched_feedback"][role] = [p.read_text(encoding="utf-8")
-                                              for p in sorted((home / ASSIGNMENT / "feedback").glob(f"*/{ASSIGNMENT}.html"))]
+                                              for p in sorted((home / ASSIGNMENT / "feedback")
+                                                              .glob(f"*/{ASSIGNMENT}.html"))]
     autograded = course / "autograded" / names[HOSTILE] / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     evidence["autograded_probe"] = None
     if autograded.exists():
@@ -406,7 +407,9 @@ def classroom():
                 return process
 
             copy_course(course, instructor)
-            build = start_as("instructor", [sys.executable, "-m", "grader", "build", ASSIGNMENT, "--root", str(course)], course)  # runs on meanwhile
+            # runs on meanwhile
+            build = start_as("instructor", [sys.executable, "-m", "grader", "build", ASSIGNMENT, "--root", str(course)],
+                             course)
             hub.wait_ready()
             out["hub"] = hub.url
 
@@ -531,7 +534,7 @@ def classroom():
                 for role, page in pages.items():  # what each user saw when it failed
                     try:
                         screenshot(page, f"FAILED-{role}")
-                    except Exception:  # noqa: BLE001  (a page that is gone)
+                    except Exception:  # noqa: BLE001 - (a page that is gone)
                         pass
                 raise
             finally:
@@ -605,7 +608,8 @@ def test_scores(classroom):
 
 def test_feedback_for_every_student(classroom):
     missing = [role for role, text in classroom["evidence"]["feedback"].items() if text is None]
-    assert not missing, f"no feedback for {missing}:\n{classroom['grade'].stdout[-2000:]}{classroom['grade'].stderr[-4000:]}"
+    assert not missing, (f"no feedback for {missing}:\n"
+                         f"{classroom['grade'].stdout[-2000:]}{classroom['grade'].stderr[-4000:]}")
 
 
 def test_hostile_submission_saw_nothing(classroom):

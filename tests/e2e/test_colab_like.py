@@ -134,7 +134,8 @@ def colab(tmp_path_factory):
 def solved_self_study_notebook(assignment: str):
     """notebooks/ID.ipynb with each solution cell's source replaced by solutions/ID.ipynb's (same cell id)."""
     nb = nbformat.read(ROOT / "notebooks" / f"{assignment}.ipynb", as_version=4)
-    assert type_solutions(nb, ROOT / "solutions" / f"{assignment}.ipynb"), f"notebooks/{assignment}.ipynb has no solution cell"
+    assert type_solutions(nb, ROOT / "solutions" / f"{assignment}.ipynb"), \
+        f"notebooks/{assignment}.ipynb has no solution cell"
     return nb
 
 

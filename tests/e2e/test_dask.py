@@ -31,7 +31,8 @@ VENV_BIN = Path(sys.executable).parent
 
 
 # -- slots: one sandbox uid per live worker process on a machine -----------------------------------------
-CLAIM = "import sys, time; from grader.grading import slots; print(slots.claim_slot(sys.argv[1]), flush=True); time.sleep(60)"
+CLAIM = ("import sys, time; from grader.grading import slots; print(slots.claim_slot(sys.argv[1]), flush=True); "
+         "time.sleep(60)")
 
 
 def test_live_workers_hold_distinct_slots_and_a_dead_ones_slot_is_reused(tmp_path):

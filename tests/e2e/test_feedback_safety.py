@@ -120,7 +120,7 @@ def b64(text: str) -> str:
 
 def hostile_outputs() -> list[dict]:
     """Outputs as a learner could save them (or a display hook could produce them) in a notebook."""
-    display = lambda data, metadata=None: {"output_type": "display_data", "data": data,  # noqa: E731
+    display = lambda data, metadata=None: {"output_type": "display_data", "data": data,  # noqa: E731 - a short helper
                                            "metadata": metadata or {}}
     return [
         display({"text/html": f'<img src=x onerror="{log("out-html")}"><script>{log("out-html-script")}</script>'

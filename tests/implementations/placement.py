@@ -66,7 +66,7 @@ def post_and_output_swapped(x, F, norm, mode):
 def pre_uses_x_in_F(x, F, norm, mode):
     """A typo: the normalised input is computed, then x is passed to F anyway."""
     if mode == "pre":
-        h = norm(x)  # noqa: F841
+        h = norm(x)  # noqa: F841 - the unused result is the mistake
         return x + F(x)
     return sublayer_if_chain(x, F, norm, mode)
 
@@ -224,7 +224,7 @@ WRONG = {
 
 
 # ================================================================ qk_norm_logits
-import numpy as np  # noqa: E402
+import numpy as np  # noqa: E402 - this section of the file starts here
 
 
 def qk_matmul(q, k, g_q, g_k, eps=1e-6):

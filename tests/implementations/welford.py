@@ -259,7 +259,7 @@ def vectorised_deviations(x):
 def swallows_the_stream_error(x):
     try:
         return float(np.mean(x)), float(np.var(x))
-    except Exception:  # noqa: BLE001  hides the check's message, as a defensive learner might
+    except Exception:  # noqa: BLE001 - hides the check's message, as a defensive learner might
         return two_pass_loops(x)
 
 

@@ -4,8 +4,9 @@ Each adversary answers every exercise right (so each must score full marks) and 
 step after execution: four 120 kB attribute chains (pygments' IPython lexer is quadratic in a line's length:
 minutes each), forty cells of outputs each under the sandbox's per-cell cap (25+ minutes and 1.4 GiB in the
 feedback worker), deeply nested markdown, ANSI-dense outputs (nbconvert's ansi2html), a huge number of tiny
-cells, a 1 MB single line, 400 kB of markdown, and learner files of every kind beside the notebook (which nbgrader would copy into
-feedback/ and release). The run uses a 15 s budget (GradeConfig.submission_seconds) so the test stays short:
+cells, a 1 MB single line, 400 kB of markdown, and learner files of every kind beside the notebook (which
+nbgrader would copy into feedback/ and release). The run uses a 15 s budget (GradeConfig.submission_seconds) so
+the test stays short:
 every learner must be graded right, every page be written (the adversaries' plain ones say why), feedback/ hold
 nothing but the grader's pages, and `nbgrader release_feedback` release nothing else.
 """

@@ -91,7 +91,7 @@ def solution_and_hidden_lines(assignment, root=ROOT):
     source = (root / "source" / assignment / f"{assignment}.py").read_text()
     solutions = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", source, re.S)
     hidden = [m.group(0) for m in HIDDEN_TESTS.finditer(source)]
-    keep = lambda line: len(line.strip()) > 12 and not line.strip().startswith("#")  # noqa: E731
+    keep = lambda line: len(line.strip()) > 12 and not line.strip().startswith("#")  # noqa: E731 - a one-line filter
     return ([line.strip() for block in solutions for line in block.splitlines() if keep(line)],
             [line.strip() for block in hidden for line in block.splitlines() if keep(line)
              and "HIDDEN TESTS" not in line])

@@ -62,7 +62,8 @@ def _outcome(check, function, kwargs):
     try:
         check(function, **kwargs)
     except CheckFailed as failure:
-        return type(failure).__name__, tuple(failure.misconceptions), MEMORY.sub("N KiB", LINE.sub("line N", str(failure).strip()))
+        text = MEMORY.sub("N KiB", LINE.sub("line N", str(failure).strip()))
+        return type(failure).__name__, tuple(failure.misconceptions), text
     except Exception as error:  # noqa: BLE001 - an undiagnosed failure: compared by type
         return type(error).__name__, (), ""
     return "passed", (), ""

@@ -184,7 +184,8 @@ def test_a_second_pass_is_counted_by_the_grader_whatever_the_process_says(tamper
 HONEST_PATCHES = {
     "json.dumps pretty-prints": "import json, functools\njson.dumps = functools.partial(json.dumps, indent=1)\n",
     "json.loads wrapped": "import json\n_loads = json.loads\njson.loads = lambda s, **k: _loads(s, **k)\n",
-    "base64 returns text": "import base64\n_b = base64.b64encode\nbase64.b64encode = lambda b, *a: _b(b, *a).decode()\n",
+    "base64 returns text": ("import base64\n_b = base64.b64encode\n"
+                            "base64.b64encode = lambda b, *a: _b(b, *a).decode()\n"),
     "builtins instrumented": ("import builtins\n_isinstance, _calls = builtins.isinstance, [0]\n"
                               "def _counting(o, t):\n    _calls[0] += 1\n    return _isinstance(o, t)\n"
                               "builtins.isinstance = _counting\nbuiltins.print = lambda *a, **k: None\n"),

@@ -181,7 +181,7 @@ def _course_files(budget):
                         or name == "gradebook.db") and path not in found:
                     found.append(path)
     return found
-'''
+'''  # noqa: E501 - a hostile submission's code, as a learner might write it
 
 # Copy a correct function out of whatever was found: the instructor's source, solutions, a classmate.
 STEAL = FINDER + r'''
@@ -229,7 +229,7 @@ for _path in _course_files(globals().get("_BUDGET", 3.0)):
     except Exception:
         pass
 print("LOOKED AT " + _json.dumps({"cwd": _os.getcwd(), "files": _looked_at}))
-'''
+'''  # noqa: E501 - a hostile submission's code, as a learner might write it
 STEAL_ANSWERS = {name: WRONG[name] + f"{name} = _stolen.get({name!r}, {name})\n" for name in EXERCISES}
 
 # A result that says every test passed, with the digests the record phase checks, written wherever a
@@ -290,7 +290,7 @@ def _forge(students, budget=4.0):
         except Exception:
             pass
     return written
-'''
+'''  # noqa: E501 - a hostile submission's code, as a learner might write it
 
 # A daemon that outlives its cell (setsid, double fork, SIGTERM and SIGHUP ignored) and keeps forging for
 # minutes, so that it overwrites the grader's own result once that is written. ESCAPED-42 in its command
@@ -327,7 +327,7 @@ for _pid in filter(str.isdigit, _os.listdir("/proc")):
         continue
     _alive += b"APED-" in _command or b"sleep 240" in _command
 print("DAEMONS %d" % _alive)
-'''
+'''  # noqa: E501 - a hostile submission's code, as a learner might write it
 
 # The cell timeout every grading of this class runs with: short, because the four learners who hang or sleep cost
 # it each (and again at the re-grade: a limit hit is never cached), yet over 10x what an honest notebook takes here
@@ -572,7 +572,8 @@ def unusual_submissions(right: dict) -> dict:
     assert slow_vjp != vjp and scaled != backward
     return {
         "unusual_magics": (submission({
-            "layer_norm_jacobian": "%matplotlib inline\n!echo hi\nlisting = !ls\nassert listing is not None\n" + jacobian,
+            "layer_norm_jacobian": ("%matplotlib inline\n!echo hi\nlisting = !ls\nassert listing is not None\n"
+                                    + jacobian),
             "layer_norm_vjp": "%autosave 0\n" + vjp,
             "layer_norm_backward": "%%time\n" + backward}), {}),
         "unusual_environment": (submission({
@@ -580,7 +581,8 @@ def unusual_submissions(right: dict) -> dict:
                                    "os.path.isdir(os.path.expanduser('~'))\n" + jacobian,
             "layer_norm_vjp": "import os, tempfile\nSCRATCH = tempfile.mkdtemp()\n"
                               "open(os.path.join(SCRATCH, 'note.txt'), 'w').write('x')\n" + vjp,
-            "layer_norm_backward": "import os\nos.makedirs(os.path.join(*['deep'] * 300), exist_ok=True)\n" + backward}),
+            "layer_norm_backward": ("import os\nos.makedirs(os.path.join(*['deep'] * 300), exist_ok=True)\n"
+                                    + backward)}),
             {}),
         "unusual_files": (with_cells(submission({
             "layer_norm_jacobian": "for k in range(10000):\n    print(k, 'x' * 100)\n" + jacobian,
@@ -972,8 +974,8 @@ def test_no_sandbox_process_outlives_grading(hostile_class):
 
 # -- 4: limits ------------------------------------------------------------------------------------------------
 def test_time_spent_in_test_cells_is_bounded(hostile_class):
-    """Correct functions that sleep TIMEOUT - 1 s per call: the first test cell (14 calls) is stopped at its budget of TIMEOUT s,
-    with a message; the notebook does not run calls x timeout."""
+    """Correct functions that sleep TIMEOUT - 1 s per call: the first test cell (14 calls) is stopped at its
+    budget of TIMEOUT s, with a message; the notebook does not run calls x timeout."""
     messages = hostile_class.messages["hostile_slow_calls"]
     assert any("time limit" in m for m in messages), messages
     work = hostile_class.course / "build" / "grading" / ASSIGNMENT

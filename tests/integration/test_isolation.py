@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader.grading.sandbox import client, isolation  # noqa: E402
+from grader.grading.sandbox import client, isolation  # noqa: E402 - after the sys.path insert
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox confines on Linux only")
 SLOT_UID = 61990  # like grade's 61000 + slot, out of the way of other tests' sandboxes
@@ -70,7 +70,7 @@ print(json.dumps({"user": getpass.getuser(), "pw_name": pwd.getpwuid(os.getuid()
                                       if os.path.exists("/etc/" + name) for line in open("/etc/" + name) if line.strip()}),
                   "caps": [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0],
                   "ptys": sorted(os.listdir("/dev/pts")), "pty": os.ttyname(os.openpty()[1])}))
-"""
+"""  # noqa: E501 - code a sandbox runs, kept as one statement
 
 DETACH = """
 import os, subprocess

@@ -194,7 +194,8 @@ def test_an_instructors_manual_grade_stays_on_a_cell_that_is_there_and_goes_with
     from grader.grading.nbgrader_steps import reset_missing_notebooks
 
     coursedir = SimpleNamespace(db_url=url, course_id="", autograded_directory="autograded",
-                                format_path=lambda step, student, assignment: str(tmp_path / step / student / assignment))
+                                format_path=lambda step, student, assignment:
+                                    str(tmp_path / step / student / assignment))
     told = reset_missing_notebooks(coursedir, "a", "ada")
     assert len(told) == 1 and "test_kept (2 points), answer_kept (3.5 points)" in told[0]
     with Gradebook(url) as gb:

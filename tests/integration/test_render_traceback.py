@@ -20,7 +20,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def diagnosis_here() -> str:
     """The first line of the diagnosis, computed in this process."""
-    import numpy as np  # noqa: F401 - WRONG uses np
+    import numpy as np  # WRONG uses np
 
     from grader.checks.rmsnorm import check_rms_norm
     from grader.compare import CheckFailed
@@ -97,7 +97,8 @@ def test_an_unwritten_exercise_shows_one_line_and_the_learners_error_only_its_fr
                                   "    raise NotImplementedError()"),
         nbformat.v4.new_code_cell("check_rms_norm(rms_norm)"),
         nbformat.v4.new_code_cell("def rms_norm(x, gamma, eps=1e-6):\n"
-                                  "    r = np.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)\n    return gamma * x / r"),
+                                  "    r = np.sqrt((x * x).mean(dim=-1, keepdim=True) + eps)\n"
+                                  "    return gamma * x / r"),
         nbformat.v4.new_code_cell("check_rms_norm(rms_norm)"),
     ]
     env = subprocess_env()

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader.grading.sandbox import client, isolation  # noqa: E402
+from grader.grading.sandbox import client, isolation  # noqa: E402 - after the sys.path insert
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox confines on Linux only")
 SLOT_UID = 61970  # like grade's 61000 + slot; not test_isolation's (61990, 61991): both may run at once
@@ -107,7 +107,7 @@ def in_child(function, uid: int | None = None):
                 os.setresgid(uid, uid, uid)
                 os.setresuid(uid, uid, uid)
             out = repr(function())
-        except BaseException as error:  # noqa: BLE001
+        except BaseException as error:  # noqa: BLE001 - the child reports every error to the parent
             out = repr(f"ERROR {type(error).__name__}: {error}")
         os.write(write, out.encode())
         os._exit(0)

@@ -441,7 +441,7 @@ def _not_scaled_variants(kind):
         mu = x.mean(axis=a, keepdims=True)
         var = x.var(axis=a, keepdims=True)
         x_hat = x - mu
-        x_hat / np.sqrt(var + eps)  # noqa: B018 - computed, not stored
+        x_hat / np.sqrt(var + eps)  # computed, not stored
         return gamma * x_hat + beta
 
     def average_only(x, gamma, beta, eps=1e-5):
@@ -966,7 +966,7 @@ def _probe_mutants():
 
     def no_op(x, t):
         changed = x.copy()
-        changed[:, t + 1:] + 1.0  # noqa: B018 - computed, not stored
+        changed[:, t + 1:] + 1.0  # computed, not stored
         return changed
 
     def tiny(x, t):
@@ -1012,7 +1012,7 @@ def _probe_mutants():
     def changed_list(x, t):
         changed = x.copy()
         rows = list(changed[:, t + 1:].ravel())
-        rows = [r + 1.0 for r in rows]  # noqa: F841 - a changed list that is never written back
+        rows = [r + 1.0 for r in rows]  # a changed list that is never written back
         return changed
 
     no_changes = {"no_op": no_op, "tiny": tiny, "times_one": times_one, "reassigned": reassigned,

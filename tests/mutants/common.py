@@ -132,8 +132,8 @@ MISTAKES = {
     "common.matmul_axes": {"matmul": lambda b, a, k: a[0] @ np.ones((a[0].shape[-1] + 1, 2)),
                            "dot": lambda b, a, k: np.matmul(np.ones((3, a[0].shape[-1] + 2)), a[0].T) * b(*a, **k)},
     # "common.signature_changed": built by _changed_signature (a wrapper cannot change how Python binds a call)
-    "common.undefined_name": {"helper": lambda b, a, k: undefined_helper(b(*a, **k)),  # noqa: F821
-                              "typo": lambda b, a, k: b(*a, **k) + mu_hat},  # noqa: F821
+    "common.undefined_name": {"helper": lambda b, a, k: undefined_helper(b(*a, **k)),  # noqa: F821 - the undefined name is the mistake
+                              "typo": lambda b, a, k: b(*a, **k) + mu_hat},  # noqa: F821 - the undefined name is the mistake
     "common.torch_method_on_array": {"dim": lambda b, a, k: b(*a, **k) * a[0].dim(),
                                      "size": lambda b, a, k: b(*a, **k) / a[0].size(-1)},
     "common.zero_division": {"count": lambda b, a, k: b(*a, **k) * (1 / 0),

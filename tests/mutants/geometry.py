@@ -1,4 +1,5 @@
-"""Mutants of 02_geometry: wrong ``complement_projection`` and ``invariance_gap`` with known mistakes, and correct variants.
+"""Mutants of 02_geometry: wrong ``complement_projection`` and ``invariance_gap`` with known mistakes, and correct
+variants.
 
 ``complement_projection``: the answer is "identity minus the projection onto the span of V's
 columns", so a mutant is a wrong stand-in for that span projection (unnormalised columns, single
@@ -400,7 +401,7 @@ def _moved_not_built(how, reduce):
             z = np.array(x)
         elif how == "same_name":
             z = x
-            _moved = a * z + c  # noqa: F841 - the learner then uses z
+            _moved = a * z + c  # the learner then uses z
         elif how == "out_of_place_add":
             z = x.copy()
             np.add(np.multiply(z, a), c)

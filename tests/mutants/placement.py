@@ -77,7 +77,7 @@ FORMULAS = OK = {
 def _unused_norm(body):
     """The normalised input computed into a variable, then not used: body(x, F, norm) decides what is returned."""
     def formula(x, F, norm):
-        h = norm(x)  # noqa: F841
+        h = norm(x)  # noqa: F841 - the unused result is the mistake
         return body(x, F, norm)
 
     return formula

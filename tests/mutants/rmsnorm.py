@@ -485,7 +485,8 @@ def _no_cast_back(way):
             return (gamma * x64 / np.sqrt(np.mean(x64 ** 2, -1, keepdims=True) + eps)).astype(np.float64)
         if way == "upcast_gamma_torch":
             xt = torch.from_numpy(x)
-            return (torch.from_numpy(gamma.astype(np.float64)) * xt / torch.sqrt(xt.pow(2).mean(-1, keepdim=True) + eps)).numpy()
+            return (torch.from_numpy(gamma.astype(np.float64)) * xt
+                    / torch.sqrt(xt.pow(2).mean(-1, keepdim=True) + eps)).numpy()
         if way == "linalg":
             x64 = x.astype(float)
             return gamma * x64 / (np.linalg.norm(x64, axis=-1, keepdims=True) ** 2 / x.shape[-1] + eps) ** 0.5
@@ -748,7 +749,8 @@ def _backward_dtype(kind, frame, form):
         core = backward_recipe(form=form)
         args = tuple(torch.from_numpy(a).to(low) for a in (dy, x, gamma))
         dx, terms = core(*args, eps, _Torch)
-        return dx.to(torch.float64).numpy().astype(x.dtype), _Torch.lead_sum(terms).to(torch.float64).numpy().astype(x.dtype)
+        return (dx.to(torch.float64).numpy().astype(x.dtype),
+                _Torch.lead_sum(terms).to(torch.float64).numpy().astype(x.dtype))
 
     return rms_norm_backward
 

@@ -45,7 +45,7 @@ _GLOBALS = {"np": np, "math": math, "statistics": statistics, "collections": col
 def _compile(source: str, label: str):
     """Compile a generated implementation; its name is the exercise's, its file the label."""
     namespace = dict(_GLOBALS)
-    exec(compile(textwrap.dedent(source), f"<{label}>", "exec"), namespace)  # noqa: S102 - our own generated code
+    exec(compile(textwrap.dedent(source), f"<{label}>", "exec"), namespace)  # our own generated code
     name = MV if MV in namespace else COMBINE
     return namespace[name]
 

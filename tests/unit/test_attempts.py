@@ -83,7 +83,8 @@ def test_invalid_records_are_refused(shown):
     assert attempts.record("no_such_exercise", "check", check="check_x", outcome="passed") is None
     assert attempts.record("rms_norm", "check", check="check_rms_norm", outcome="maybe") is None
     assert attempts.record("rms_norm", "hint", level=7) is None
-    assert attempts.record("rms_norm", "check", check="check_rms_norm", outcome="failed", misconceptions=["Not An Id"]) is None
+    assert attempts.record("rms_norm", "check", check="check_rms_norm", outcome="failed",
+                           misconceptions=["Not An Id"]) is None
     assert shown == [] and attempts.records() == []
 
 

@@ -104,7 +104,7 @@ def test_norm_squared_check_prints_and_never_raises(capsys):
     assert checks.check_norm_squared(lambda x, eps: ...) is False
     assert "write your expression first" in capsys.readouterr().out
     assert checks.check_norm_squared(None) is False
-    right = lambda x, eps: x.size * x.var() / (x.var() + eps)  # noqa: E731
+    right = lambda x, eps: x.size * x.var() / (x.var() + eps)  # noqa: E731 - a one-line reference
     assert checks.check_norm_squared(right) is True
     assert checks.check_norm_squared(lambda x, eps: x.var() / (x.var() + eps)) is False
     assert "multiply by d" in capsys.readouterr().out

@@ -58,7 +58,8 @@ DELEGATING = {
     "torch.nn.functional.layer_norm": ("return torch.nn.functional.layer_norm(torch.from_numpy(x), (x.shape[-1],))"
                                        ".numpy()", "torch.nn.functional.layer_norm"),
     "torch.layer_norm": ("return torch.layer_norm(torch.from_numpy(x), (x.shape[-1],)).numpy()", "torch.layer_norm"),
-    "nn.LayerNorm": ("return torch.nn.LayerNorm(x.shape[-1], dtype=torch.float64)(torch.from_numpy(x)).detach().numpy()",
+    "nn.LayerNorm": ("return torch.nn.LayerNorm(x.shape[-1], dtype=torch.float64)"
+                     "(torch.from_numpy(x)).detach().numpy()",
                      "torch.nn.LayerNorm"),
     "F.rms_norm imported first": ("return rms_norm(torch.from_numpy(x), (x.shape[-1],), torch.from_numpy(gamma), "
                                   "eps=1e-6).numpy()", "torch.nn.functional.rms_norm"),

@@ -60,7 +60,7 @@ def _raises(error):
     (lambda x: x.dim(), "common.torch_method_on_array"),
     (lambda x: x * x.size(-1), "common.torch_method_on_array"),
     (lambda x: 1 / 0, "common.zero_division"),
-    (lambda x: undefined_name_here, "common.undefined_name"),  # noqa: F821
+    (lambda x: undefined_name_here, "common.undefined_name"),  # noqa: F821 - the undefined name is the point
     (lambda x, scale: x, "common.signature_changed"),  # the call itself does not bind: the signature changed
     # raised inside the learner's code (the signature binds): never blamed on the signature
     (_raises(TypeError("f() got an unexpected keyword argument 'eps'")), "common.learner_raised"),

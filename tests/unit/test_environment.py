@@ -106,7 +106,8 @@ def test_every_tested_pin_lies_inside_the_bounds_and_every_bound_has_a_ceiling()
             if requirement.marker is not None and not requirement.marker.evaluate(python_environment(python)):
                 continue
             pinned = pins[requirement_name(str(requirement))]
-            assert requirement.specifier.contains(pinned, prereleases=True), f"{requirement} excludes {pinned} ({python})"
+            assert requirement.specifier.contains(pinned, prereleases=True), \
+                f"{requirement} excludes {pinned} ({python})"
     calendar = {"distributed", "tomli"}
     for requirement in requirements:
         if requirement_name(str(requirement)) not in calendar:

@@ -269,7 +269,7 @@ def test_autoreload_picks_up_an_edited_helper_module(box):
     assert stdout(ok(box, "print(reloaded_helper.answer())")) == "2\n"
 
 
-# -- outputs -------------------------------------------------------------------------------------------------------------
+# -- outputs --------------------------------------------------------------------------------------------------------
 def test_the_last_expression_is_an_execute_result(box):
     reply = ok(box, "x = 20\nx + 22")
     result = reply["outputs"][-1]
@@ -492,7 +492,8 @@ FEATURES = {
     "getuser": ("import getpass\nassert getpass.getuser()\n", "", {}),
     "temporary_and_home": ("import os, tempfile\nopen(os.path.join(tempfile.mkdtemp(), 'scratch.txt'), "
                            "'w').write('x')\n"
-                           "open(os.path.join(os.path.expanduser('~'), 'fidelity_note.txt'), 'w').write('x')\n", "", {}),
+                           "open(os.path.join(os.path.expanduser('~'), 'fidelity_note.txt'), 'w')"
+                           ".write('x')\n", "", {}),
     "last_expression": ("", "\n_value = 41 + 1\n_value\n", {}),
 }
 

@@ -120,7 +120,8 @@ def test_sandboxes_are_warmed_up_front_only_when_a_notebook_may_execute(monkeypa
 @pytest.mark.slow  # subprocesses of the command line
 def test_every_setting_has_help_and_help_all_lists_it():
     traits = GradeConfig.class_traits(config=True)
-    assert {"jobs", "cell_timeout", "notebook_timeout", "isolation", "cache_dir", "use_cache", "scheduler"} <= set(traits)
+    assert {"jobs", "cell_timeout", "notebook_timeout", "isolation", "cache_dir", "use_cache",
+            "scheduler"} <= set(traits)
     assert all(len(trait.help) > 20 for trait in traits.values()), [n for n, t in traits.items() if len(t.help) <= 20]
     shown = subprocess.run([sys.executable, "-m", "grader", "grade", "--help-all"], capture_output=True, text=True,
                            env=subprocess_env(), timeout=120)

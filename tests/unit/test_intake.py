@@ -214,7 +214,8 @@ def sparse_file(path: Path, size: int) -> None:
 
 
 @pytest.mark.parametrize("make, words", [
-    (lambda folder: os.symlink(folder.parent.parent.parent.parent / "secret.txt", folder / NOTEBOOK), ["symbolic link"]),
+    (lambda folder: os.symlink(folder.parent.parent.parent.parent / "secret.txt", folder / NOTEBOOK),
+     ["symbolic link"]),
     (lambda folder: os.mkfifo(folder / NOTEBOOK), ["pipe"]),
     (lambda folder: (folder / NOTEBOOK).mkdir(), ["folder"]),
     (lambda folder: sparse_file(folder / NOTEBOOK, intake.MAX_NOTEBOOK_BYTES + 1), ["larger than"]),

@@ -247,8 +247,8 @@ def test_needles_are_there():
 
 def test_nothing_learners_read_contains_a_solution_or_a_hidden_test():
     found = leaks()
-    assert not found, "solution or hidden-test code outside source/ (allow it in ALLOWED with a reason, or remove it):\n" \
-        + "\n".join(found[:60])
+    assert not found, "solution or hidden-test code outside source/ (allow it in ALLOWED with a reason, or " \
+        "remove it):\n" + "\n".join(found[:60])
 
 
 def test_a_planted_solution_or_hidden_test_is_found():

@@ -4,11 +4,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
-from normlab import axes  # noqa: E402
-from normlab.axes import (  # noqa: E402
+from normlab import axes
+from normlab.axes import (
     KINDS,
     StaticFigure,
     axis_picture,

@@ -4,18 +4,18 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import inspect  # noqa: E402
-import io  # noqa: E402
-import re  # noqa: E402
-import tokenize  # noqa: E402
+import inspect
+import io
+import re
+import tokenize
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
 pytest.importorskip("ipywidgets")
 
-from normlab import geometry  # noqa: E402
-from normlab.geometry import (  # noqa: E402
+from normlab import geometry
+from normlab.geometry import (
     CIRCLE_LABEL,
     BarDragWidget,
     sphere_points_3d,
@@ -120,7 +120,8 @@ def test_negative_scale_flips_layernorm_and_rmsnorm(w):
 
 
 def test_eps_slider_reaches_the_noise_floor(w):
-    """Raising eps shrinks LN(z) inside the sphere: ||x_hat||^2 = d sigma^2 / (sigma^2 + eps), half of d at eps = sigma^2."""
+    """Raising eps shrinks LN(z) inside the sphere: ||x_hat||^2 = d sigma^2 / (sigma^2 + eps), half of d at
+    eps = sigma^2."""
     set_x(w, X_TEST)
     sigma2 = X_TEST.var()
     assert w.eps == pytest.approx(EPS)

@@ -9,13 +9,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
 
-from normlab import placement  # noqa: E402
-from tests.implementations.placement import qk_matmul as QK  # noqa: E402
-from tests.implementations.placement import sublayer_if_chain as SUB  # noqa: E402 - normlab has no composition of its own
+from normlab import placement
+from tests.implementations.placement import qk_matmul as QK
+from tests.implementations.placement import sublayer_if_chain as SUB  # normlab has no composition of its own
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_pre_ln_last_layer_shrinks_with_depth(small_table):
     pre, post = small_table["norms"]["pre"], small_table["norms"]["post"]
     ratio = pre[32][-1] / pre[4][-1]
     assert 0.25 < ratio < 0.7, ratio  # 1/sqrt(8) = 0.35; stream growth from x_0 makes it a bit larger
-    spread = lambda g: g.max() / g.min()  # noqa: E731
+    spread = lambda g: g.max() / g.min()  # noqa: E731 - a one-line helper
     assert spread(pre[32]) < spread(post[32])
 
 

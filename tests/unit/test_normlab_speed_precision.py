@@ -9,11 +9,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import pytest
+import torch
 
-from normlab import precision, speed  # noqa: E402
+from normlab import precision, speed
 
 # ------------------------------------------------------------------------------ speed
 

@@ -92,7 +92,8 @@ def _notebook(answer: str):
         nbformat.v4.new_output("stream", name="stdout", text="printed\n"),
         nbformat.v4.new_output("error", ename="ValueError", evalue="no",
                                traceback=["\x1b[31mValueError\x1b[0m: no"])])
-    nb.cells = [nbformat.v4.new_markdown_cell("# Title\n\n<details><summary>s</summary>\n\n1. a\n2. b\n</details>", id="intro"),
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title\n\n<details><summary>s</summary>\n\n1. a\n2. b\n</details>",
+                                              id="intro"),
                 nbformat.v4.new_code_cell("import numpy as np", id="given"), code,
                 nbformat.v4.new_raw_cell("<b>raw</b>", id="raw"),
                 nbformat.v4.new_markdown_cell("Next: <a href='x.ipynb'>on</a>", id="last")]

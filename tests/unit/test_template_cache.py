@@ -39,7 +39,7 @@ def test_templates_are_compiled_once_and_the_html_does_not_change(monkeypatch):
 
 def test_an_edited_template_is_compiled_again():
     template_cache.CACHE.clear()
-    render = lambda source: jinja2.Environment(bytecode_cache=template_cache.CACHE,  # noqa: E731
+    render = lambda source: jinja2.Environment(bytecode_cache=template_cache.CACHE,  # noqa: E731 - a short helper
                                                loader=jinja2.DictLoader({"t": source})).get_template("t").render()
     assert render("one {{ 1 }}") == "one 1"
     assert render("two {{ 2 }}") == "two 2"  # same name, new source: the checksum differs

@@ -35,4 +35,5 @@ def test_a_new_lexer_class_finds_its_patterns_built(monkeypatch):
     monkeypatch.setattr(pygments.regexopt, "regex_opt_inner", lambda *a: calls.append(a) or "")
     second = type("Second", (python_lexers.PythonLexer,), {})()
     assert not calls, "the second class built its keyword patterns again"
-    assert [t for t in first.get_tokens("def f(): return None")] == [t for t in second.get_tokens("def f(): return None")]
+    source = "def f(): return None"
+    assert [t for t in first.get_tokens(source)] == [t for t in second.get_tokens(source)]

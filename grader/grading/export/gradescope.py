@@ -135,7 +135,7 @@ def main() -> int:
     bundle = root / "source"
     try:
         max_score = float(json.loads((bundle / "autograder.json").read_text(encoding="utf-8"))["max_score"])
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a missing or malformed autograder.json: max score 0
         max_score = 0.0
     try:
         graded, _ = grade_bundle(bundle, root / "submission", root)

@@ -218,7 +218,7 @@ class Sandbox:
             from grader.grading.sandbox.isolation import remove_tree
 
             remove_tree(str(self.workdir))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - any failure falls back to rmtree
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- channel -------------------------------------------------------------------------

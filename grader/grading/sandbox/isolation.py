@@ -119,7 +119,7 @@ def _unshare(flags: int) -> None:
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731 - a one-line helper
     _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 

@@ -139,17 +139,17 @@ class Worker:
     def start_kernel(self) -> None:
         """Start the in-process kernel, once: ``run`` does, before the grader's hello, so a kernel that cannot start
         says why (and every request finds it started)."""
-        import base64  # noqa: F401  everything this class imports later, imported before '' joins sys.path:
-        import contextlib  # noqa: F401  a learner's inspect.py or traceback.py must not replace them
-        import inspect  # noqa: F401
-        import json  # noqa: F401
+        import base64  # noqa: F401 - everything this class imports later, imported before '' joins sys.path:
+        import contextlib  # noqa: F401 - a learner's inspect.py or traceback.py must not replace them
+        import inspect  # noqa: F401 - imported before '' joins sys.path (see above)
+        import json  # noqa: F401 - imported before '' joins sys.path (see above)
         import pwd
-        import select  # noqa: F401
-        import time  # noqa: F401
-        import traceback  # noqa: F401
-        import tracemalloc  # noqa: F401
+        import select  # noqa: F401 - imported before '' joins sys.path (see above)
+        import time  # noqa: F401 - imported before '' joins sys.path (see above)
+        import traceback  # noqa: F401 - imported before '' joins sys.path (see above)
+        import tracemalloc  # noqa: F401 - imported before '' joins sys.path (see above)
 
-        import numpy  # noqa: F401
+        import numpy  # noqa: F401 - imported before '' joins sys.path (see above)
 
         from grader.grading.seams import ipykernel as ipykernel_seam
 
@@ -225,7 +225,7 @@ class Worker:
         for stream in (self.kernel.stdout, self.kernel.stderr):
             try:
                 stream.flush()  # drains the fd's pipe, then waits until the IOPub thread has handed everything over
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a broken stream must not stop the cell
                 pass
 
     @staticmethod
@@ -234,7 +234,7 @@ class Worker:
         if "ipykernel.debugger" not in sys.modules and "debugpy" not in sys.modules:
             sys.modules["debugpy"] = None  # so ipykernel.debugger finds no debugpy
             try:
-                import ipykernel.debugger  # noqa: F401
+                import ipykernel.debugger  # noqa: F401 - imported for its side effect, before the learner runs
             except ImportError:
                 pass
             finally:
@@ -631,7 +631,7 @@ class Worker:
             self._flush()
             try:
                 self.shell.payload_manager.clear_payload()  # a frontend would have taken them
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - best effort: nothing reads the payloads
                 pass
         outputs = self.outputs.finish()
         error = None

@@ -164,7 +164,7 @@ class FdOutStream(OutStream):
             with self._read_lock:  # the watching thread holds it from its read to its write
                 if self._pipe_holds_bytes():
                     self._read_available(budget)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - best effort: a drain must never break the kernel
             pass
 
     def flush(self) -> None:
