@@ -45,6 +45,8 @@ TABLES = [
     (welford_impl, "WRONG_ONE_PASS", welford.check_welford_one_pass),
     (welford_impl, "WRONG_COMBINES", welford.check_welford_combine),
 ]
+# diagnoses of what only the learner's process can measure (compare.unproven): notes for the instructor there
+UNPROVEN = {("welford.keeps_elements",), ("bwd.builds_jacobian",), ("common.memory_blowup",)}
 LINE = re.compile(r"line \d+, in \S+")
 MEMORY = re.compile(r"\d+(\.\d+)? ?(bytes|KiB|MiB|GiB)")  # a sandbox's process allocates a little differently
 
@@ -94,7 +96,12 @@ def test_the_diagnosis_is_the_same_in_a_grading_sandbox(sandboxes, module, funct
     if getattr(module, function.__name__, None) is not function:
         pytest.skip("not a module-level function: cannot be defined in a sandbox by name")
     here = _outcome(check, function, kwargs)
-    there = _outcome(check, sandboxes(module).lookup(function.__name__), kwargs)
+    box = sandboxes(module)
+    box.evidence.clear()
+    there = _outcome(check, box.lookup(function.__name__), kwargs)
     assert here[0] != "passed"
+    if here[1] in UNPROVEN:  # measured in the learner's own process: evidence under grading, never a verdict
+        assert there[0] == "passed" and [e["check"] for e in box.evidence] == ["memory"], (here, there, box.evidence)
+        return
     assert there[:2] == here[:2], (here, there)
     assert there[2] == here[2]
