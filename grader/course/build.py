@@ -76,8 +76,9 @@ def colab_cells(root: Path, assignment: str) -> list[nbformat.NotebookNode]:
         f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
         f"({colab_url}/blob/{branch}/notebooks/{assignment}.ipynb)"
     )
-    setup = f'''# Set-up: in Google Colab this installs the course package (checks and widgets);
-# anywhere else it does nothing, because `make lab` has already installed it.
+    setup = f'''# Set-up: in Google Colab this installs the course package (checks and widgets).
+# Anywhere else it does nothing: on your own machine the package came with the course's .venv,
+# which `make install` (or the first `make lab`) created from the clone.
 import os, subprocess, sys
 
 if "google.colab" in sys.modules or os.environ.get("{PACKAGE_SPEC_VARIABLE}"):
