@@ -141,4 +141,11 @@ MISCONCEPTIONS = [
           "the total count.",
           "Write the between-chunk term for two chunks of one element each and check it against their variance.",
           "Divided by the square of the count, not divided, doubled or halved."),
+    entry("welford.scalar_only", "Merge written for numbers only",
+          "The merge is plain arithmetic, so it works elementwise: the same function merges one partial or a whole "
+          "array of partials at once, one per token, as a normalisation kernel does.",
+          "Call your merge with partials whose mean and M2 are arrays of a few entries. Which line turns an array "
+          "into one number, or asks whether an array is true?",
+          "Conversions to a Python float, math functions, or a branch on a mean's value: fine on numbers, an error "
+          "on arrays."),
 ]

@@ -50,6 +50,15 @@ SHAPE_RULES = {  # the likely cause of a shape or index error raised by the lear
                 "`for xi in x` and never index past x[len(x) - 1].",
     "combine": "a and b are partials (count, mean, M2), tuples of three numbers: unpack them as n_a, mean_a, m2_a = a.",
 }
+# Data sets merged at once in the array part of check_welford_combine, as section 6 merges one partial per
+# token: each row its own scale and shift, so that no two rows share a mean.
+ARRAY_ROW_SCALES = (1.0, 0.5, 2.0)
+ARRAY_ROW_SHIFTS = (0.0, 3.0, -7.0)
+SCALAR_ONLY = tag("welford_combine works for numbers but not for arrays of them. Section 6 passes partials whose mean "
+                  "and M2 are numpy arrays (one entry per token) and merges them all at once, so the merge must be "
+                  "plain arithmetic: no float(...), int(...) or math.* on a mean or an M2, no `if` on their values "
+                  "(only on the counts), and no np.average/np.mean across the two partials without axis=0.",
+                  "welford.scalar_only")
 
 
 # ----------------------------------------------------------------------------- the oracle
@@ -727,13 +736,115 @@ def _merge(welford_combine, a, b, what):
     return _strict_partial(result, what, a, b)
 
 
+def _array_partial(rows: np.ndarray) -> tuple:
+    """(count, mean, M2) of each row of ``rows`` (R, m), exactly: an int count and two float64 arrays (R,)."""
+    if rows.shape[1] == 0:
+        return 0, np.zeros(rows.shape[0]), np.zeros(rows.shape[0])
+    moments = [exact_moments(row) for row in rows]
+    return (rows.shape[1], np.array([float(mean) for _, mean, _ in moments]),
+            np.array([float(m2) for _, _, m2 in moments]))
+
+
+def _describe(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    return f"{_kind(value)} {_short_repr(value)}"
+
+
+def _short_repr(value) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a learner's object may raise anything in its repr
+        return ""
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
+def _merge_arrays(welford_combine, a, b, what) -> tuple:
+    """Merge two array partials; the result's count, and its mean and M2 as float64 arrays shaped like a's."""
+    try:
+        result = _quiet_call(welford_combine, a, b, what=what, rule="combine")
+    except LearnerError as error:
+        # the same function merged numbers: a TypeError (float() of an array) or a ValueError (the truth
+        # value of an array, in an `if`) here is code written for numbers only
+        if error.error_type in ("TypeError", "ValueError"):
+            raise error.with_cause(SCALAR_ONLY) from None
+        raise
+    if type(result) is not tuple or len(result) != 3:
+        fail(f"{what} should return a tuple (count, mean, M2); it returned {_kind(result)}.", "welford.not_a_tuple")
+    count, mean, m2 = result
+    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)):
+        fail(f"{what}: the count should be an int, but it is {_kind(count)} ({count!r}).", "welford.count_not_int")
+    if int(count) == 0:
+        return 0, mean, m2  # an empty partial: its statistics are never read
+    rows = (len(ARRAY_ROW_SCALES),)
+    for name, value in (("the mean", mean), ("M2", m2)):
+        if not isinstance(value, np.ndarray) or value.shape != rows:
+            collapsed = np.ndim(value) == 0 if not isinstance(value, (list, tuple)) else False
+            cause = f"\nLikely cause: {SCALAR_ONLY}" if collapsed else ""
+            fail(f"{what}: {name} should be an array of shape {rows}, one entry per data set like the partials "
+                 f"passed in, but it is {_describe(value)}.{cause}", *(ids_of(SCALAR_ONLY) if cause else ()))
+        if value.dtype != np.float64:
+            fail(f"{what}: {name} should be a float64 array, but its dtype is {value.dtype}.\nKeep the arithmetic in "
+                 "float64: the partials passed in are float64.", "welford.low_precision")
+    empty = a[0] == 0 or b[0] == 0
+    for name, value in (("the mean", mean), ("M2", m2)):
+        if not np.all(np.isfinite(value)):
+            fail(f"{what}: {name} holds NaN or inf: {preview(value)}.\nA NaN next to an empty partial is 0/0 from a "
+                 "merge without the empty case.", "welford.empty_partial" if empty else "common.non_finite")
+    return int(count), mean, m2
+
+
+def _compare_rows(result, expected, what, totals, a=None, b=None):
+    """Compare an array partial with an exact one, data set by data set, with the scalar diagnoses."""
+    for r, total in enumerate(totals):
+        def row(p, r=r):
+            return (p[0], float(p[1][r]), float(p[2][r])) if p[0] else EMPTY
+
+        _compare_partial(row(result), row(expected), f"{what}, data set {r} (row {r} of the means and M2)",
+                         None if a is None else row(a), None if b is None else row(b), total)
+
+
+def _check_array_merges(welford_combine, sizes, x, what):
+    """Steps 1 to 4 of check_welford_combine, with means and M2 that are arrays of several data sets."""
+    scales, shifts = np.array(ARRAY_ROW_SCALES), np.array(ARRAY_ROW_SHIFTS)
+    offset = float(np.mean(x)) if x.size else 0.0
+    X = offset + shifts[:, None] + scales[:, None] * (x - offset)[None, :]  # (R, n): same pattern, rescaled
+    chunks = np.split(X, np.cumsum(sizes)[:-1], axis=1)
+    partials = [_array_partial(c) for c in chunks]
+    totals = [(n, float(mean), float(m2)) for n, mean, m2 in (exact_moments(row) for row in X)]
+    nonempty = [i for i, p in enumerate(partials) if p[0]]
+    a, b = partials[nonempty[0]], partials[nonempty[1]]
+    label = f"welford_combine(a, b) with arrays of {len(scales)} means and M2 (one per data set)"
+    both = _array_partial(np.concatenate([chunks[nonempty[0]], chunks[nonempty[1]]], axis=1))
+    _compare_rows(_merge_arrays(welford_combine, a, b, label), both, label, totals, a, b)
+    empty = _array_partial(X[:, :0])
+    for left, right, side in ((empty, a, "a"), (a, empty, "b")):
+        label = (f"welford_combine(a, b) with arrays of {len(scales)} means and M2, "
+                 f"{'b' if side == 'a' else 'a'} empty (count 0, arrays of zeros)")
+        _compare_rows(_merge_arrays(welford_combine, left, right, label), a, label, totals, left, right)
+    acc = empty
+    for k, part in enumerate(partials):
+        acc = _merge_arrays(welford_combine, acc, part, f"welford_combine(acc, partial of chunk {k}) in a "
+                            f"left-to-right fold over arrays of {len(scales)} data sets")
+    total = _array_partial(X)
+    _compare_rows(acc, total, f"the left-to-right fold over arrays of {len(scales)} data sets, {what}", totals)
+    level = list(partials)
+    while len(level) > 1:
+        paired = [_merge_arrays(welford_combine, level[k], level[k + 1], "welford_combine in a pairwise tree over "
+                                f"arrays of {len(scales)} data sets") for k in range(0, len(level) - 1, 2)]
+        level = paired + ([level[-1]] if len(level) % 2 else [])
+    _compare_rows(level[0], total, f"the pairwise tree over arrays of {len(scales)} data sets, {what}", totals)
+
+
 @check
 def check_welford_combine(welford_combine, welford_mean_var=None, sizes=(5, 1, 17, 0, 3, 40, 8), offset=1e6, seed=0):
     """Merge per-chunk partials (count, mean, M2) with ``welford_combine`` and compare with exact statistics.
 
     Checks one merge of two chunks, merges with the empty partial (0, 0.0, 0.0) on either side
     and on both, a left-to-right fold over chunks of uneven ``sizes`` (an empty one included)
-    and a pairwise tree over the same chunks. If ``welford_mean_var`` is given, the folded
+    and a pairwise tree over the same chunks; then all of it again with means and M2 that are
+    arrays of three data sets (the way section 6 calls it), which code written for numbers only
+    (``float(...)``, ``math.*``, an ``if`` on a mean) fails. If ``welford_mean_var`` is given, the folded
     result must also agree with one sequential pass over all the data.
     """
     sizes = [int(s) for s in sizes]
@@ -780,7 +891,10 @@ def check_welford_combine(welford_combine, welford_mean_var=None, sizes=(5, 1, 1
         level = paired + ([level[-1]] if len(level) % 2 else [])
     _compare_partial(level[0], total, f"the pairwise tree of welford_combine over chunks of sizes {sizes}", total=total)
 
-    # 5. the same answer as one pass over all the data
+    # 5. the same merges on arrays of means and M2: several data sets at once, as section 6 does
+    _check_array_merges(welford_combine, sizes, x, what=f"chunks of sizes {sizes}")
+
+    # 6. the same answer as one pass over all the data
     agree = ""
     if welford_mean_var is not None:
         m_pass, v_pass = _strict_pair(_quiet_call(welford_mean_var, x, what="welford_mean_var(x)"),
@@ -793,7 +907,7 @@ def check_welford_combine(welford_combine, welford_mean_var=None, sizes=(5, 1, 1
                  "run check_welford_mean_var to see which.")
         agree = " and agrees with your one-pass welford_mean_var"
     passed(f"welford_combine merges {len(sizes)} chunks of sizes {sizes} (empty ones included) exactly, "
-           f"left to right and as a tree{agree}")
+           f"left to right and as a tree, on numbers and on arrays of {len(ARRAY_ROW_SCALES)} data sets{agree}")
 
 
 # ----------------------------------------------------------------------------- derive it: the M2 update

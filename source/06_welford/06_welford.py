@@ -568,9 +568,11 @@ def welford_finalize(partial):
 # Write `welford_combine(a, b)` that merges two partial results `(count, mean, M2)` into the
 # partial result of both chunks together, with the merge you derived. If either partial is empty
 # (count 0), return the other one unchanged: the formula would divide $0$ by $0$ when both are.
-# Return a tuple `(count, mean, M2)` whose count is an `int` ($n_A+n_B$); the checks pass float
-# means and $M_2$ and expect floats back. Use plain arithmetic (no `float(...)`): section 6 runs
-# your function on arrays of means.
+# Return a tuple `(count, mean, M2)` whose count is an `int` ($n_A+n_B$). The checks pass float
+# means and $M_2$ and expect floats back; then they run every merge again with means and $M_2$ that
+# are numpy arrays of shape `(3,)`, three data sets at once (section 6 merges one partial per token
+# this way), and expect float64 arrays of that shape back. So use plain arithmetic: no `float(...)`,
+# no `math.*` and no `if` on a mean or an $M_2$ (an `if` on the counts is fine).
 #
 # The checks build exact partials of chunks of uneven sizes (one of them empty), merge them
 # left to right and as a pairwise tree, and compare with exact statistics of all the data and

@@ -296,7 +296,7 @@ def combine_weighted(a, b):
         return (0, 0.0, 0.0)
     mean = (a[0] * a[1] + b[0] * b[1]) / n
     m2 = a[2] + b[2] + a[0] * (a[1] - mean) ** 2 + b[0] * (b[1] - mean) ** 2
-    return n, float(mean), float(m2)
+    return n, mean, m2  # no float(...): section 6 merges arrays of means
 
 
 CORRECT_COMBINES = [combine_chan, combine_weighted]
@@ -356,6 +356,19 @@ def combine_list(a, b):
     return list(combine_chan(a, b))
 
 
+def combine_floats(a, b):
+    """Right on numbers; float(...) of an array of means raises (the notebook's rule: plain arithmetic)."""
+    n, mean, m2 = combine_chan(a, b)
+    return n, float(mean), float(m2)
+
+
+def combine_branches_on_equal_means(a, b):
+    """A shortcut that is right on numbers and asks for the truth value of an array on arrays."""
+    if a[0] and b[0] and a[1] == b[1]:
+        return a[0] + b[0], a[1], a[2] + b[2]
+    return combine_chan(a, b)
+
+
 WRONG_COMBINES = {
     "no between-chunk term": (combine_no_between_term, "forgot the between-chunk term", {}),
     "unweighted mean": (combine_unweighted_mean, "without weights", {}),
@@ -365,4 +378,6 @@ WRONG_COMBINES = {
     "third entry is the variance": (combine_returns_variance, "the variance M2/n", {}),
     "float count": (combine_float_count, "count should be an int", {}),
     "list instead of tuple": (combine_list, "should return a tuple", {}),
+    "float(...) of the results": (combine_floats, "works for numbers but not for arrays", {}),
+    "an if on the means": (combine_branches_on_equal_means, "works for numbers but not for arrays", {}),
 }

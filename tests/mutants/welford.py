@@ -954,6 +954,16 @@ COMBINE_MISTAKES = {
     "welford.no_between_term": {"sum": {"m2": "m2_a + m2_b"}, "plus_zero": {"m2": "m2_b + m2_a"},
                                 "float": {"m2": "float(m2_a + m2_b)"}, "sum_builtin": {"m2": "sum((m2_a, m2_b))"},
                                 "np_add": {"m2": "float(np.add(m2_a, m2_b))"}},
+    # right on numbers, wrong on the arrays of means section 6 merges (float(...) is the lazy version the
+    # notebook's "plain arithmetic" rule forbids; the others are the same shortcut in other clothes)
+    "welford.scalar_only": {"float_ret": {"ret": "n, float(mean), float(m2)"},
+                            "float_mean": {"mean": "float(mean_a + delta * n_b / n)"},
+                            "math_fsum": {"m2": "math.fsum((m2_a, m2_b, delta * delta * n_a * n_b / n))"},
+                            "np_average": {"mean": "np.average([mean_a, mean_b], weights=[n_a, n_b])"},
+                            "branch_on_means": {"guard": textwrap.dedent(GUARD) + "\nif mean_a == mean_b:\n"
+                                                         "    return n_a + n_b, mean_a, m2_a + m2_b"},
+                            "float_inputs": {"guard": textwrap.dedent(GUARD)
+                                                      + "\nmean_a, mean_b = float(mean_a), float(mean_b)"}},
     "welford.between_term_scale": {"n_squared": {"m2": "m2_a + m2_b + delta * delta * n_a * n_b / n ** 2"},
                                    "n_times_n": {"m2": "m2_a + m2_b + delta * delta * n_a * n_b / (n * n)"},
                                    "no_division": {"m2": "m2_a + m2_b + delta * delta * n_a * n_b"},
@@ -997,6 +1007,7 @@ CORRECT_COMBINE_EXTRA = {
     "guard_both_then_formula": ("weighted", {"guard": "    if n_a == 0 and n_b == 0:\n        return (0, 0.0, 0.0)"}),
     "weighted_spread": ("weighted", {"m2": "m2_a + m2_b + n_a * (mean_a - mean) ** 2 + n_b * (mean_b - mean) ** 2"}),
     "tuple_ret": ("chan", {"ret": "(n, mean, m2)"}),
+    "np_average_axis0": ("chan", {"mean": "np.average([mean_a, mean_b], weights=[n_a, n_b], axis=0)"}),
     "float_ops": ("chan", {"mean": "mean_a + delta * (float(n_b) / n)",
                            "m2": "m2_a + m2_b + delta ** 2 * (n_a * n_b) / n"}),
 }

@@ -183,6 +183,46 @@ def test_wrong_combines_are_diagnosed(name):
     assert diagnosis in str(failure.value), str(failure.value)
 
 
+@pytest.mark.parametrize("combine", [impl.combine_floats, impl.combine_branches_on_equal_means],
+                         ids=lambda f: f.__name__)
+def test_a_combine_written_for_numbers_only_fails_the_visible_and_the_hidden_checks(combine):
+    """06 says: plain arithmetic, because section 6 merges arrays of means. Both checks pass it arrays too."""
+    visible = ((combine, impl.welford_classic), {})
+    hidden = [((combine,), {"sizes": (1, 1), "offset": 0.0, "seed": 1}),
+              ((combine,), {"sizes": (0, 0, 300, 1, 0, 2, 77), "offset": -1e8, "seed": 2}),
+              ((combine,), {"sizes": (1000, 1), "offset": 1e8, "seed": 4})]
+    for args, kwargs in [visible, *hidden]:
+        with pytest.raises(CheckFailed) as failure:
+            checks.check_welford_combine(*args, **kwargs)
+        assert failure.value.misconceptions == ("welford.scalar_only",), str(failure.value)
+        assert "arrays of 3 means" in str(failure.value) and "in your code, line" in str(failure.value)
+
+
+def test_combine_of_arrays_returning_one_number_is_named():
+    def collapses(a, b):
+        n, mean, m2 = impl.combine_chan(a, b)
+        return n, np.float64(np.mean(mean)), np.float64(np.mean(m2))  # one number where an array came in
+
+    def collapses_fine_on_numbers(a, b):
+        return collapses(a, b) if np.ndim(a[1]) or np.ndim(b[1]) else impl.combine_chan(a, b)
+
+    with pytest.raises(CheckFailed, match=r"should be an array of shape \(3,\)") as failure:
+        checks.check_welford_combine(collapses_fine_on_numbers)
+    assert failure.value.misconceptions == ("welford.scalar_only",)
+
+
+def test_array_merges_compare_every_data_set():
+    def wrong_in_one_row(a, b):
+        n, mean, m2 = impl.combine_chan(a, b)
+        if np.ndim(mean) and a[0] and b[0]:
+            mean = mean.copy()
+            mean[2] += 1e-3 * (abs(mean[2]) + 1.0)
+        return n, mean, m2
+
+    with pytest.raises(CheckFailed, match="data set 2"):
+        checks.check_welford_combine(wrong_in_one_row)
+
+
 def test_combine_disagreeing_with_one_pass_is_reported():
     with pytest.raises(CheckFailed, match="one of your two functions"):
         checks.check_welford_combine(impl.combine_chan, impl.unbiased)
