@@ -98,8 +98,8 @@ from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.preprocessors.sanitize import SanitizeHTML  # noqa: E402 - the sanitising part's; not re-exported
 from traitlets import default as _default  # noqa: E402 - the sanitising part's import
 
-from grader.grading.memo import BoundedMemo as _BoundedMemo  # noqa: E402 - the sanitising part's import
-from grader.grading.memo import digest as _digest  # noqa: E402 - the sanitising part's import
+from grader.grading.feedback.memo import BoundedMemo as _BoundedMemo  # noqa: E402 - the sanitising part's import
+from grader.grading.feedback.memo import digest as _digest  # noqa: E402 - the sanitising part's import
 
 # What a learner's HTML may keep: structure and text formatting only. No attribute that runs
 # script (on*), no style or class (the page's Bootstrap has position:fixed classes), no id.

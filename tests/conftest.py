@@ -22,7 +22,7 @@ from grader.course import skip_iri_grammars  # noqa: E402 - after the sys.path i
 
 skip_iri_grammars()  # as in the grader's own processes: 1-3 s of CPU per test process otherwise
 
-from grader.grading.execute import one_torch_thread  # noqa: E402 - after skip_iri_grammars()
+from grader.grading.autograde.execute import one_torch_thread  # noqa: E402 - after skip_iri_grammars()
 
 # The checks' thousands of tiny torch calls run on one thread, as in the grader's slots: an intra-op pool's
 # idle threads spin between them (~10 ms a call on a busy 2-core machine, against ~10 us on one thread).

@@ -2,7 +2,7 @@
 
 Each diagnosis a check gives carries stable ids (``CheckFailed.misconceptions``); this
 package says what each id means. The learner's hint ladder (``grader.learner``) and the
-instructor's class report (``grader.grading.report``) are both built from it. One module per
+instructor's class report (``grader.grading.report.render``) are both built from it. One module per
 notebook, read top to bottom like the checks' diagnosis tables, plus ``common`` for the
 mistakes any exercise can make (the shape rule, a changed signature, a wrong return type).
 

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if argv[:1] == ["bench-grade"]:
-        from grader.grading.bench import main as bench
+        from grader.grading.run.bench import main as bench
 
         return bench(argv[1:])
     if argv[:1] in (["export"], ["gradescope"]):
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "grade" and not args.assignment:
         grade_parser.error("the following arguments are required: assignment")
-    from grader.grading.course_lock import EXIT_LOCKED, CourseLocked, course_lock
+    from grader.grading.run.course_lock import EXIT_LOCKED, CourseLocked, course_lock
 
     try:
         # one run per course: build and grade write release/, the gradebook and build/grading/; report reads them
@@ -120,10 +120,10 @@ def _command(args, extra: list[str]) -> int:
 
             switch_off_speed_patches()
         if local and may_execute(root, args.assignment, args.use_cache):
-            from grader.grading.slot_pool import prestart
+            from grader.grading.slots.slot_pool import prestart
 
             prestart()  # local slots: their warm processes import while this one imports nbgrader
-        from grader.grading.pipeline import grade
+        from grader.grading.run.pipeline import grade
 
         return grade(args.assignment if len(args.assignment) > 1 else args.assignment[0], root=args.root,
                      csv_path=args.csv, jobs=args.jobs, cell_seconds=args.timeout,
@@ -131,7 +131,7 @@ def _command(args, extra: list[str]) -> int:
                      cache_dir=args.cache_dir, use_cache=args.use_cache,
                      scheduler=args.scheduler, public_apis_only=args.public_apis_only, wait=args.wait)
     if args.command == "report":
-        from grader.grading.report import report
+        from grader.grading.report.render import report
 
         return report(args.assignment, root=args.root, identify=args.identify, out=args.out)
     return 2

@@ -6,7 +6,7 @@ import sys
 import nbformat
 import pytest
 
-from grader.grading.bench import HOSTILE_PREAMBLE, learner_notebook
+from grader.grading.run.bench import HOSTILE_PREAMBLE, learner_notebook
 from tests.conftest import ROOT, subprocess_env
 
 ASSIGNMENT = "03_backward"
@@ -57,7 +57,7 @@ def test_small_benchmark_reports_times_ratio_and_scores():
 
 @pytest.mark.parametrize("scaling", [False, True])
 def test_the_table_has_one_line_per_assignment(capsys, scaling):
-    from grader.grading.bench import Row, print_table
+    from grader.grading.run.bench import Row, print_table
 
     rows = [Row("01_bn_vs_ln", 40.0, 10.0, 0.5, 4.0, 2.0, 17.0 if scaling else None, 20.0),
             Row("06_welford", 30.0, 12.0, 0.6, 4.5, 2.5, 20.0 if scaling else None, 6.0)]

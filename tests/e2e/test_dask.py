@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading import dask_pool
+from grader.grading.slots import dask_pool
 from tests.conftest import subprocess_env
 from tests.course_helpers import free_port, make_course
 from tests.course_helpers import gradebook_rows as _gradebook
@@ -31,7 +31,7 @@ VENV_BIN = Path(sys.executable).parent
 
 
 # -- slots: one sandbox uid per live worker process on a machine -----------------------------------------
-CLAIM = ("import sys, time; from grader.grading import slots; print(slots.claim_slot(sys.argv[1]), flush=True); "
+CLAIM = ("import sys, time; from grader.grading.slots import claim; print(claim.claim_slot(sys.argv[1]), flush=True); "
          "time.sleep(60)")
 
 
@@ -107,7 +107,7 @@ def test_the_pool_runs_jobs_on_every_worker_and_each_reports_its_sandbox(cluster
 @pytest.fixture(scope="module")
 def generated_class(tmp_path_factory) -> tuple[Path, dict]:
     """The class, built once for the file (each test grades copies of it): (course, student -> kind)."""
-    from grader.grading.bench import make_class
+    from grader.grading.run.bench import make_class
 
     base = make_course(tmp_path_factory.mktemp("dask"), ASSIGNMENT, name="base")
     roster = make_class(base, [ASSIGNMENT], LEARNERS)

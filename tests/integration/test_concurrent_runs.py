@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.course_lock import EXIT_LOCKED, CourseLocked, course_lock
+from grader.grading.run.course_lock import EXIT_LOCKED, CourseLocked, course_lock
 from tests.conftest import subprocess_env
 from tests.course_helpers import gradebook_rows, make_course, submit
 from tests.integration.test_hostile import ASSIGNMENT, solution_sources, submission
@@ -30,7 +30,7 @@ def _holder(root: Path, shared: bool = False) -> subprocess.Popen:
     """Another process that takes the course's lock, says so, and holds it until killed."""
     code = textwrap.dedent(f"""
         import sys, time
-        from grader.grading.course_lock import course_lock
+        from grader.grading.run.course_lock import course_lock
         with course_lock({str(root)!r}, "grade", shared={shared}):
             print("held", flush=True)
             time.sleep(600)

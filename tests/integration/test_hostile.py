@@ -251,7 +251,7 @@ def _forge(students, budget=4.0):
             autograded = _os.path.join(root, "autograded", student, "03_backward", "03_backward.ipynb")
             try:
                 import nbformat as _nbformat
-                from grader.grading import results as _results
+                from grader.grading.run import results as _results
                 nb = _nbformat.read(autograded, as_version=4)
                 result["notebook_digest"] = _results.notebook_digest(nb)
                 result["source_digest"] = _results.file_digest(source)
@@ -900,8 +900,7 @@ def test_steal_works_where_the_course_is_reachable(hostile_class, monkeypatch):
 
 def test_forged_result_would_be_accepted(hostile_class, tmp_path):
     """The forging code, run here against a copy of the course's layout, writes a result the record phase accepts."""
-    from grader.grading import results
-
+    from grader.grading.run import results
     course, fake, student = hostile_class.course, tmp_path / "course", "hostile_forge_daemon"
     autograded = fake / "autograded" / student / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     autograded.parent.mkdir(parents=True)

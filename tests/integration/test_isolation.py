@@ -491,7 +491,7 @@ def test_secret_folders_inside_an_allowed_path_stay_hidden(scratch, tmp_path, mo
 
 
 def test_every_exchange_any_nbgrader_config_names_is_hidden(tmp_path, monkeypatch):
-    from grader.grading.pipeline import DEFAULT_EXCHANGE, secret_folders
+    from grader.grading.run.pipeline import DEFAULT_EXCHANGE, secret_folders
 
     (tmp_path / "global").mkdir()
     (tmp_path / "global" / "nbgrader_config.py").write_text("c = get_config()\nc.Exchange.root = '/opt/hub/exchange'\n")

@@ -1,4 +1,4 @@
-"""Grading as hermetic, content-addressed jobs (grader.grading.jobs).
+"""Grading as hermetic, content-addressed jobs (grader.grading.run.jobs).
 
 - a job's key changes with the submission, the bundle and the settings, and nothing else;
 - a result is accepted only for the job that produced it (a forged or misfiled one is refused);
@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading import jobs, results
+from grader.grading.run import jobs, results
 from tests.conftest import alive, command_line, descendants, subprocess_env
 from tests.course_helpers import gradebook_rows as _gradebook
 from tests.course_helpers import make_course, submit
@@ -171,7 +171,7 @@ def test_the_cache_keeps_complete_results_and_refuses_forged_files(tmp_path):
 def test_a_result_of_other_bytes_than_its_jobs_is_refused_and_never_cached(tmp_path):
     """The executor reports what it read (the notebook's cells, the learner's folder): a file changed between the
     job's making and its run (another grading run rewriting the folder) makes its result another job's."""
-    from grader.grading.execute import execute_submission
+    from grader.grading.autograde.execute import execute_submission
     from tests.unit.test_grading_run import FakeSandbox
 
     ada = _job(tmp_path, "ada", extra={"data.txt": "1"})

@@ -131,7 +131,7 @@ def test_an_instructors_manual_grade_stays_on_a_cell_that_is_there_and_goes_with
     score, extra credit and automatic comment; present cells keep everything an instructor typed."""
     from nbgrader.api import Gradebook
 
-    from grader.grading.nbgrader_steps import ResetAbsentGrades
+    from grader.grading.autograde.nbgrader_steps import ResetAbsentGrades
 
     monkeypatch.setenv("PATH", subprocess_env()["PATH"])  # the gradebook runs `alembic` by name
     url = f"sqlite:///{tmp_path / 'gradebook.db'}"
@@ -191,7 +191,7 @@ def test_an_instructors_manual_grade_stays_on_a_cell_that_is_there_and_goes_with
     # a notebook with no autograded file to record (its sanitising failed): every grade of it is zero
     from types import SimpleNamespace
 
-    from grader.grading.nbgrader_steps import reset_missing_notebooks
+    from grader.grading.autograde.nbgrader_steps import reset_missing_notebooks
 
     coursedir = SimpleNamespace(db_url=url, course_id="", autograded_directory="autograded",
                                 format_path=lambda step, student, assignment:

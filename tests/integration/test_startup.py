@@ -89,7 +89,7 @@ def test_the_warm_processes_import_what_autograd_needs_and_not_torch_dynamo():
     """The slots' forkserver and the zygote factory leave torch._dynamo out (2.4 s of CPU a run) but import
     what torch.autograd.grad imports on its first call with grad_outputs (sympy: 0.3 s a notebook otherwise)."""
     from grader.grading.sandbox import zygote
-    from grader.grading.slot_pool import SLOT_WARM_MODULES
+    from grader.grading.slots.slot_pool import SLOT_WARM_MODULES
 
     for warm in (zygote.WARM_MODULES, SLOT_WARM_MODULES):
         assert not [m for m in warm if m.startswith("torch._dynamo")]
@@ -116,7 +116,7 @@ def first_cell_imports() -> set[str]:
 def test_the_slots_forkserver_imports_what_every_test_namespace_imports():
     """A slot runs each notebook's imports before its test cells: none may be a slot's own first import
     (matplotlib alone was 0.25 s of CPU per slot)."""
-    from grader.grading.slot_pool import LEARNER_PACKAGES, SLOT_WARM_MODULES
+    from grader.grading.slots.slot_pool import LEARNER_PACKAGES, SLOT_WARM_MODULES
     from grader.grading.startup import package_modules
 
     warm = set(SLOT_WARM_MODULES) | set(package_modules(LEARNER_PACKAGES))
@@ -136,7 +136,7 @@ def fresh_interpreter_prints(code: str) -> list[str]:
 
 def test_grading_does_not_import_the_course_builder():
     """jupytext (the builder's) costs about 0.4 s of CPU: a grade run that has nothing to build does without."""
-    assert fresh_interpreter_prints("import sys, grader.grading.pipeline, grader.grading.cli\n"
+    assert fresh_interpreter_prints("import sys, grader.grading.run.pipeline, grader.grading.cli\n"
                                     "print(sorted({'jupytext', 'grader.course.build'} & set(sys.modules)))") == ["[]"]
 
 

@@ -1,4 +1,4 @@
-"""Jobs that travel whole to a Dask worker (grader.grading.dask_pool.pack / unpack): the worker needs no
+"""Jobs that travel whole to a Dask worker (grader.grading.slots.dask_pool.pack / unpack): the worker needs no
 view of the coordinator's disk, and the job it runs is the same job (same key, digests and files)."""
 import base64
 import json
@@ -9,8 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading import dask_pool
-from grader.grading.jobs import Job, folder_digest, grader_version
+from grader.grading.run.jobs import Job, folder_digest, grader_version
+from grader.grading.slots import dask_pool
 
 
 @pytest.fixture
@@ -65,8 +65,7 @@ def test_a_packed_file_that_leaves_its_folder_is_refused(job, tmp_path, name):
 def test_a_worker_running_another_grader_or_environment_refuses_the_job(job, tmp_path, monkeypatch):
     """The job's key names the coordinator's grader and environment: a worker whose own differ (another
     numpy, another checkout, another pin) writes nothing and raises; the coordinator scores it zero."""
-    from grader.grading import jobs
-
+    from grader.grading.run import jobs
     (tmp_path / "worker").mkdir()
     with pytest.raises(dask_pool.OtherGrader, match="same constraints.txt"):
         dask_pool.unpack(dask_pool.pack(job, "another pin"), tmp_path / "worker")
@@ -79,7 +78,7 @@ def test_a_worker_running_another_grader_or_environment_refuses_the_job(job, tmp
 
 
 class _FakeCluster:
-    """What ``grader.grading.pipeline._dask_pool`` asks of a ``DaskPool``: two workers, one of another grader."""
+    """What ``grader.grading.run.pipeline._dask_pool`` asks of a ``DaskPool``: two workers, one of another grader."""
 
     def __init__(self, address, connect_seconds):
         pass
@@ -94,8 +93,7 @@ class _FakeCluster:
 
 
 def test_the_coordinator_refuses_a_cluster_with_a_worker_of_another_grader(monkeypatch):
-    from grader.grading import pipeline
-
+    from grader.grading.run import pipeline
     monkeypatch.setattr(dask_pool, "DaskPool", _FakeCluster)
     _, problem = pipeline._dask_pool("tcp://x:1", {}, 1.0, grader_version("pin"), "pin")
     assert problem and "tcp://b:1" in problem and "tcp://a:1" not in problem and "constraints.txt" in problem

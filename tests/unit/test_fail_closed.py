@@ -13,9 +13,9 @@ import pytest
 from nbgrader.utils import determine_grade
 
 from grader.course.build import SOLUTION_MARKER, script_to_notebook
-from grader.grading import results
-from grader.grading.execute import execute_submission
-from grader.grading.nbgrader_steps import ReplayResults, grading_notes_cell
+from grader.grading.autograde.execute import execute_submission
+from grader.grading.autograde.nbgrader_steps import ReplayResults, grading_notes_cell
+from grader.grading.run import results
 from grader.grading.sandbox.client import SandboxError
 from tests.conftest import ROOT
 

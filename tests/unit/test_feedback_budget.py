@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading import feedback_pages, highlight_cache, output_budget
-from grader.grading.feedback_pages import KEPT_FILES, Budget, OverBudget, clean_folder, sweep
-from grader.grading.pipeline import load_config
+from grader.grading.feedback import highlight_cache, output_budget
+from grader.grading.feedback import pages as feedback_pages
+from grader.grading.feedback.pages import KEPT_FILES, Budget, OverBudget, clean_folder, sweep
+from grader.grading.run.pipeline import load_config
 from tests.conftest import ROOT
 
 HOSTILE = "<script>alert('learner')</script>"
@@ -167,8 +168,7 @@ def test_output_budget_cuts_outputs_but_keeps_types():
 
 
 def _killed_by_its_budget(root: str) -> None:
-    from grader.grading import pipeline
-
+    from grader.grading.run import pipeline
     marker = pipeline._feedback_marker(root, "03_backward", os.getpid())
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text('{"student": "ann", "started": 0}')
@@ -182,7 +182,7 @@ def test_the_coordinator_names_the_learner_whose_worker_its_budget_killed(tmp_pa
     from concurrent.futures.process import BrokenProcessPool
     from types import SimpleNamespace
 
-    from grader.grading.pipeline import GradingRun
+    from grader.grading.run.pipeline import GradingRun
 
     pool = ProcessPoolExecutor(max_workers=2)
     try:

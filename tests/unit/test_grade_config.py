@@ -69,8 +69,8 @@ def test_the_environment_variable_is_only_the_isolation_default(tmp_path, monkey
 def test_the_command_line_reaches_grade(monkeypatch, tmp_path):
     seen = {}
     # --no-cache would start the warm processes (two imports of torch) beside a grade() that never runs
-    monkeypatch.setattr("grader.grading.slot_pool.prestart", lambda: None)
-    monkeypatch.setattr("grader.grading.pipeline.grade",
+    monkeypatch.setattr("grader.grading.slots.slot_pool.prestart", lambda: None)
+    monkeypatch.setattr("grader.grading.run.pipeline.grade",
                         lambda assignment, **kwargs: seen.update(kwargs, assignment=assignment) or 0)
     assert cli.main(["grade", "03_backward", "--root", str(tmp_path), "--timeout", "11", "--jobs", "2", "--no-cache",
                      "--cache-dir", "/tmp/c", "--GradeConfig.notebook_timeout=99"]) == 0
@@ -90,8 +90,8 @@ def test_sandboxes_are_warmed_up_front_only_when_a_notebook_may_execute(monkeypa
     """A class graded before is mostly cached: starting the warm processes (torch imported twice)
     would cost seconds of CPU beside nbgrader's import, for nothing."""
     started = []
-    monkeypatch.setattr("grader.grading.slot_pool.prestart", lambda: started.append(True))
-    monkeypatch.setattr("grader.grading.pipeline.grade", lambda assignment, **kwargs: 0)
+    monkeypatch.setattr("grader.grading.slots.slot_pool.prestart", lambda: started.append(True))
+    monkeypatch.setattr("grader.grading.run.pipeline.grade", lambda assignment, **kwargs: 0)
 
     def warmed(*options):
         started.clear()
@@ -133,7 +133,7 @@ def test_every_setting_has_help_and_help_all_lists_it():
 def test_the_cell_timeout_has_one_definition(tmp_path, monkeypatch):
     from traitlets.config.loader import PyFileConfigLoader
 
-    from grader.grading.pipeline import sandbox_options
+    from grader.grading.run.pipeline import sandbox_options
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
     assert config.Execute.timeout == config.GradeConfig.cell_timeout  # plain nbgrader gets the same limit
@@ -163,7 +163,7 @@ def test_the_record_phase_follows_the_configured_autograde_preprocessors(tmp_pat
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.preprocessors import AssignLatePenalties, LimitOutput
 
-    from grader.grading.nbgrader_steps import (
+    from grader.grading.autograde.nbgrader_steps import (
         AddGradingNotes,
         IsolatedAutograde,
         ReplayResults,
@@ -207,7 +207,7 @@ def test_notebooks_are_validated_once_per_step_and_still_refused_when_invalid(tm
     import nbformat
     from nbconvert.exporters import NotebookExporter
 
-    from grader.grading.pipeline import load_config
+    from grader.grading.run.pipeline import load_config
 
     config = load_config(_course(tmp_path, ""))
     assert config.Exporter.optimistic_validation is True  # after the last preprocessor, not after each
@@ -221,8 +221,7 @@ def test_notebooks_are_validated_once_per_step_and_still_refused_when_invalid(tm
 
 
 def test_an_unknown_isolation_mode_stops_the_run_before_any_sandbox(tmp_path, monkeypatch, capsys):
-    from grader.grading import pipeline
-
+    from grader.grading.run import pipeline
     course = _course(tmp_path, "")
     for folder in ["submitted/ada/03_backward", "release/03_backward", "source/03_backward"]:
         (course / folder).mkdir(parents=True)

@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 from traitlets.config import Config
 
-from grader.grading import pipeline
-from grader.grading.nbgrader_steps import gradebook_has_assignment
+from grader.grading.autograde.nbgrader_steps import gradebook_has_assignment
+from grader.grading.run import pipeline
 
 ASSIGNMENT = "03_backward"
 

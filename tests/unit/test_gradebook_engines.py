@@ -1,4 +1,4 @@
-"""grader.grading.gradebook_engines: nbgrader's gradebooks share one engine per database in a process."""
+"""grader.grading.autograde.gradebook_engines: nbgrader's gradebooks share one engine per database in a process."""
 import os
 import shutil
 import sqlite3
@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from grader.course.build import tool_environment
-from grader.grading import gradebook_engines
+from grader.grading.autograde import gradebook_engines
 from grader.grading.seams.nbgrader import install_gradebook_engine
 
 

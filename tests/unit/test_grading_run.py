@@ -1,4 +1,4 @@
-"""GradingRun (grader.grading.pipeline), step by step, with fake pools and a fake nbgrader.
+"""GradingRun (grader.grading.run.pipeline), step by step, with fake pools and a fake nbgrader.
 
 No sandbox, no nbgrader, no subprocess: the pools are synchronous (``submit`` returns a future
 that is already complete), the nbgrader phases write and log what the real ones would read,
@@ -23,10 +23,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.grading import execution_slot, pipeline, results
+from grader.grading.autograde.execute import execute_submission
 from grader.grading.config import GradeConfig
-from grader.grading.execute import execute_submission
-from grader.grading.jobs import Job, ResultCache
+from grader.grading.run import pipeline, results
+from grader.grading.run.jobs import Job, ResultCache
+from grader.grading.slots import execution_slot
 
 ASSIGNMENT = "A"
 NOTEBOOKS = ("nb1", "nb2")
@@ -451,7 +452,8 @@ def test_grade_runs_each_assignment_after_the_one_before_and_names_one_nobody_su
             pass
 
     monkeypatch.setattr(pipeline, "GradingRun", Run)
-    monkeypatch.setattr("grader.grading.nbgrader_steps.gradebook_has_assignment", lambda *a: True)  # no gradebook here
+    # no gradebook here
+    monkeypatch.setattr("grader.grading.autograde.nbgrader_steps.gradebook_has_assignment", lambda *a: True)
     monkeypatch.setattr(pipeline, "export_csv", lambda root, csv_path: exported.append(csv_path))
     monkeypatch.setattr(pipeline, "report_run", lambda run, csv_path: None)
     assert pipeline.grade(["A", "C", "B"], root=course) == 1
@@ -462,8 +464,7 @@ def test_grade_runs_each_assignment_after_the_one_before_and_names_one_nobody_su
 
 @pytest.mark.parametrize("raised, told", [(SystemExit(1), "SystemExit"), (ValueError("broken cell"), "broken cell")])
 def test_feedback_that_nbgrader_cannot_make_is_a_message(tmp_path, monkeypatch, raised, told):
-    from grader.grading import nbgrader_steps
-
+    from grader.grading.autograde import nbgrader_steps
     def failing(*args):
         raise raised
 
@@ -474,8 +475,7 @@ def test_feedback_that_nbgrader_cannot_make_is_a_message(tmp_path, monkeypatch, 
 
 
 def test_an_operators_interrupt_stops_feedback(tmp_path, monkeypatch):
-    from grader.grading import nbgrader_steps
-
+    from grader.grading.autograde import nbgrader_steps
     def interrupted(*args):
         raise KeyboardInterrupt
 

@@ -1,12 +1,12 @@
-"""grader.grading.highlight_cache: a feedback worker highlights a code cell it has seen once, and the
+"""grader.grading.feedback.highlight_cache: a feedback worker highlights a code cell it has seen once, and the
 HTML is byte-identical to an unmemoised export."""
 import nbformat
 import pygments
 import pytest
 from nbconvert.exporters import HTMLExporter
 
-from grader.grading import highlight_cache
-from grader.grading.feedback_pages import exporter_class
+from grader.grading.feedback import highlight_cache
+from grader.grading.feedback.pages import exporter_class
 
 
 def _notebook(solution: str):

@@ -1,4 +1,4 @@
-"""grader.grading.intake against hostile bytes: every submission becomes a gradable notebook or a message.
+"""grader.grading.run.intake against hostile bytes: every submission becomes a gradable notebook or a message.
 
 Each case is submitted to a course built once for this module, then mirrored; the mirror
 must hold notebooks that nbformat and nbgrader accept, submitted/ must not change, nothing
@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from grader.grading import intake
-from grader.grading.intake import mirror_submission
-from grader.grading.terminal import printable
+from grader.grading.run import intake
+from grader.grading.run.intake import mirror_submission
+from grader.grading.run.terminal import printable
 from tests.course_helpers import make_course
 
 ASSIGNMENT = "03_backward"
@@ -31,7 +31,7 @@ NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 SECRET = "secret-outside-the-submission"
 
 pytestmark = [pytest.mark.filterwarnings("ignore::nbformat.warnings.DuplicateCellId"),
-              # nbgrader's own, as in grader/grading/pipeline.py
+              # nbgrader's own, as in grader/grading/run/pipeline.py
               pytest.mark.filterwarnings("ignore:Object of type <Submitted")]
 
 
@@ -553,8 +553,8 @@ def test_submitted_is_never_written(course):
 @pytest.fixture(scope="module")
 def sanitise(course):
     """Run nbgrader's sanitising phase on one learner's mirror, as pipeline.py does."""
-    from grader.grading.nbgrader_steps import run_phase
-    from grader.grading.pipeline import load_config
+    from grader.grading.autograde.nbgrader_steps import run_phase
+    from grader.grading.run.pipeline import load_config
 
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])  # alembic
     config = load_config(course)

@@ -1,7 +1,7 @@
-"""The grading run's progress bar (grader.grading.terminal.Progress, tqdm): learner-controlled names are escaped."""
+"""The grading run's progress bar (grader.grading.run.terminal.Progress, tqdm): learner-controlled names are escaped."""
 import io
 
-from grader.grading.terminal import Progress
+from grader.grading.run.terminal import Progress
 
 
 def test_progress_counts_jobs_and_escapes_learner_names(monkeypatch):

@@ -105,7 +105,7 @@ def test_every_guess_comes_before_its_measurement(assignment):
 def test_markdown_renders_to_well_formed_html(assignment):
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    from grader.grading.soup_cache import well_formed
+    from grader.grading.feedback.soup_cache import well_formed
 
     _, cells = markdown_cells(assignment)
     broken = [source[:80] for source in cells if not well_formed(f"<div>{markdown2html_mistune(source)}</div>")]

@@ -88,7 +88,7 @@ def test_a_broken_correctness_seam_stops_grading_before_anything_executes(tmp_pa
         "from grader.grading.seams import nbgrader as s\n"
         "def broken(): raise seams.Mismatch('Autograde changed')\n"
         "s.PATCHES[0] = s.PATCHES[0]._replace(check=broken)\n"
-        "from grader.grading import pipeline\n"
+        "from grader.grading.run import pipeline\n"
         "def never(*a, **k): raise AssertionError('a grading run started')\n"
         "pipeline.GradingRun = never\n"
         "sys.exit(pipeline.grade('03_backward', root=sys.argv[1]))\n")

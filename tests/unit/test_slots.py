@@ -1,4 +1,4 @@
-"""Sandbox slots (grader.grading.slots): one per live process on the machine, freed when it dies."""
+"""Sandbox slots (grader.grading.slots.claim): one per live process on the machine, freed when it dies."""
 import os
 import subprocess
 import sys
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading import slots
+from grader.grading.slots import claim as slots
 from tests.conftest import ROOT
 
-HOLD = ("import sys; from grader.grading import slots; print(slots.claim_slot(sys.argv[1]), flush=True); "
+HOLD = ("import sys; from grader.grading.slots import claim; print(claim.claim_slot(sys.argv[1]), flush=True); "
         "sys.stdin.read()")
 
 
@@ -87,8 +87,7 @@ def test_the_slot_folder_is_the_same_for_every_run_and_not_in_tmp(monkeypatch, t
 def test_a_process_that_claimed_no_slot_gets_a_free_uid_not_slot_0s(tmp_path, fresh, monkeypatch):
     """A sandbox started outside a pool worker (which claims its slot first) must not borrow slot 0's uid:
     another grading run may hold slot 0 and share RLIMIT_NPROC with whatever this sandbox runs."""
-    from grader.grading import execution_slot
-
+    from grader.grading.slots import execution_slot
     folder = tmp_path / "slots"
     monkeypatch.setattr(slots, "slot_folder", lambda: folder)
     first, slot_a = holder(folder)

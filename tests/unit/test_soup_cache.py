@@ -1,4 +1,4 @@
-"""grader.grading.soup_cache: nbconvert's accessibility pass, memoised per cell, gives the same bytes as
+"""grader.grading.feedback.soup_cache: nbconvert's accessibility pass, memoised per cell, gives the same bytes as
 nbconvert's own pass over the whole page, for real exports and for random, malformed pages."""
 import base64
 import inspect
@@ -10,7 +10,8 @@ import pytest
 from nbconvert.exporters import HTMLExporter
 from nbconvert.exporters import html as nbconvert_html
 
-from grader.grading import seams, soup_cache
+from grader.grading import seams
+from grader.grading.feedback import soup_cache
 from grader.grading.seams import nbconvert as nbconvert_seam
 
 PNG = base64.b64encode(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -102,7 +103,7 @@ def _notebook(answer: str):
 
 @pytest.mark.parametrize("sanitize", [False, True])
 def test_the_feedback_exporter_writes_the_bytes_and_the_warning_nbconvert_does(monkeypatch, caplog, sanitize):
-    from grader.grading.feedback_pages import exporter_class
+    from grader.grading.feedback.pages import exporter_class
 
     monkeypatch.setattr(soup_cache, "MEMO", type(soup_cache.MEMO)(4096, 400_000, 32_000_000))
     monkeypatch.setattr(seams, "_verdicts", {})  # checked here, on the real nbconvert

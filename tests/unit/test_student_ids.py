@@ -10,7 +10,7 @@ import glob
 
 import pytest
 
-from grader.grading.nbgrader_steps import course_directory
+from grader.grading.autograde.nbgrader_steps import course_directory
 
 
 @pytest.mark.parametrize("name", ["*", "[ab]", "a?", "ada"])

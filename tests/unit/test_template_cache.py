@@ -1,10 +1,10 @@
-"""grader.grading.template_cache: a feedback worker compiles nbconvert's HTML templates once, and
+"""grader.grading.feedback.template_cache: a feedback worker compiles nbconvert's HTML templates once, and
 the HTML is byte-identical to an uncached export."""
 import jinja2
 import nbformat
 from nbconvert.exporters import HTMLExporter
 
-from grader.grading import template_cache
+from grader.grading.feedback import template_cache
 
 
 def _notebook():

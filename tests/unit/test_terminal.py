@@ -1,9 +1,9 @@
-"""grader.grading.terminal.printable: learner text cannot rewrite the instructor's terminal."""
+"""grader.grading.run.terminal.printable: learner text cannot rewrite the instructor's terminal."""
 import unicodedata
 
 import pytest
 
-from grader.grading.terminal import ELLIPSIS, printable
+from grader.grading.run.terminal import ELLIPSIS, printable
 
 FORBIDDEN = {"Cc", "Cf", "Cs", "Zl", "Zp", "Cn"}
 

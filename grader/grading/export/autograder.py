@@ -3,9 +3,9 @@
 For hosts that hand us one submission at a time (Gradescope, PrairieLearn). Nothing here grades: the
 same steps run in the same order, one learner instead of a class,
 
-1. intake     ``grader.grading.intake.mirror_submission`` (any bytes: a repaired notebook or the blank release);
+1. intake     ``grader.grading.run.intake.mirror_submission`` (any bytes: a repaired notebook or the blank release);
 2. sanitise   nbgrader restores the locked and test cells (``nbgrader_steps.run_phase``);
-3. execute    one ``grader.grading.jobs.Job`` through ``jobs.run_job`` (the sandbox, the hidden tests, the
+3. execute    one ``grader.grading.run.jobs.Job`` through ``jobs.run_job`` (the sandbox, the hidden tests, the
               diagnoses), its result accepted by ``jobs.accept`` and written by ``results.write``;
 4. record     nbgrader records the scores in the course copy's gradebook, from that validated result only,
 
@@ -34,7 +34,7 @@ class TestOutcome:
     name: str  # the test cell's grade_id
     score: float  # from the gradebook
     max_score: float
-    status: str  # grader.grading.results status: passed, failed, not_run, mismatch
+    status: str  # grader.grading.run.results status: passed, failed, not_run, mismatch
     output: str  # the diagnosis: the check's message and the catalogue's names
     hidden: bool  # the cell holds hidden tests
 
@@ -77,15 +77,14 @@ def place_submission(submission: Path, course: Path, assignment: str, student: s
 
 
 def expected(course: Path, assignment: str) -> list[str]:
-    from grader.grading.intake import expected_notebooks
+    from grader.grading.run.intake import expected_notebooks
 
     return expected_notebooks(course, assignment)
 
 
 def readable(course: Path, assignment: str, student: str, notebook: str) -> bool:
     """Whether the intake can read the learner's notebook (else it grades the blank release in its place)."""
-    from grader.grading import intake
-
+    from grader.grading.run import intake
     try:
         folder = intake.open_submission(course, student, assignment)
     except (intake.Unreadable, OSError):
@@ -125,11 +124,11 @@ def grade_notebook(course: Path, submission: Path, assignment: str, student: str
     gradebook that records ``assignment``; written to). Raises only for the grader's own failures."""
     import nbformat
 
-    from grader.grading import intake, jobs, results
+    from grader.grading.autograde.nbgrader_steps import run_phase
     from grader.grading.config import grade_config
-    from grader.grading.execution_slot import sandbox_uid
-    from grader.grading.nbgrader_steps import run_phase
-    from grader.grading.pipeline import load_config, sandbox_options, secret_folders
+    from grader.grading.run import intake, jobs, results
+    from grader.grading.run.pipeline import load_config, sandbox_options, secret_folders
+    from grader.grading.slots.execution_slot import sandbox_uid
 
     started = time.monotonic()
     # nbgrader's own add_submission trips this SQLAlchemy warning on every new learner (as in pipeline.grade)
@@ -204,8 +203,8 @@ def recorded_grades(config, course: Path, assignment: str, student: str) -> dict
     """(notebook, test cell) -> (score, points) as nbgrader recorded them in the gradebook."""
     from nbgrader.api import Gradebook
 
+    from grader.grading.autograde.nbgrader_steps import course_directory
     from grader.grading.export.gradebook import points
-    from grader.grading.nbgrader_steps import course_directory
 
     found = {}
     with Gradebook(course_directory(config, course, assignment, student).db_url) as gb:

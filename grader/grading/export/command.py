@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from grader.grading.terminal import printable
+from grader.grading.run.terminal import printable
 
 TARGETS = ("canvas", "moodle", "csv")
 LISTED = 50  # names printed per list; the count is always whole

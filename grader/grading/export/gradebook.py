@@ -1,7 +1,7 @@
 """The scores of a class, read from nbgrader's gradebook: the one place any export takes points from.
 
 A score is the gradebook's total for the submission less its late penalty (never below 0), as
-nbgrader's own export computes it. Grading fails closed into the gradebook (``grader.grading.results``), so
+nbgrader's own export computes it. Grading fails closed into the gradebook (``grader.grading.run.results``), so
 a blank or hostile submission is 0 here; a score that is not a finite number is read as 0, and said.
 """
 from __future__ import annotations
@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DIAGNOSIS_HEADING = "Autograder diagnosis:"  # grader.grading.nbgrader_steps.DIAGNOSIS_HEADING (not imported: nbgrader)
+# grader.grading.autograde.nbgrader_steps.DIAGNOSIS_HEADING (not imported: it imports nbgrader)
+DIAGNOSIS_HEADING = "Autograder diagnosis:"
 
 
 class GradebookError(ValueError):
@@ -61,8 +62,8 @@ def diagnosis_lines(comment: str | None) -> list[str]:
 
 
 def db_url(root: Path) -> str:
-    from grader.grading.nbgrader_steps import course_directory
-    from grader.grading.pipeline import load_config
+    from grader.grading.autograde.nbgrader_steps import course_directory
+    from grader.grading.run.pipeline import load_config
 
     return course_directory(load_config(root), root, "", "").db_url
 

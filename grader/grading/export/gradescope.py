@@ -187,7 +187,7 @@ def build_zip(root: Path | None, assignment: str, out_dir: Path | None = None) -
         (course / "source" / assignment / f"{assignment}.py").unlink()  # the .ipynb says the same
         import nbformat
 
-        from grader.grading.results import autograded_tests
+        from grader.grading.run.results import autograded_tests
 
         source_nb = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
         max_score = sum(float(source_nb.cells[i].metadata["nbgrader"].get("points", 0) or 0)

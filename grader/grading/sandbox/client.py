@@ -419,7 +419,7 @@ class Sandbox:
 
     def note_evidence(self, check: str, seen: str) -> None:
         """Something the grader saw but cannot prove (the sandbox reported it, or measured it itself): no points
-        depend on it; it reaches the instructor's report as a flag (``grader.grading.report``)."""
+        depend on it; it reaches the instructor's report as a flag (``grader.grading.report.render``)."""
         if len(self.evidence) < 50:
             entry = {"check": _text(check, 40), "seen": _text(seen, 500)}
             if entry not in self.evidence:

@@ -1,10 +1,10 @@
 """BeautifulSoup's non-public parts the grader relies on: its html.parser tree builder (``bs4.builder._htmlparser``).
 
-Speed only. The soup pass (``grader.grading.soup_cache``, patch **soup-pass** in ``seams.nbconvert``) parses each
-cell of a feedback page alone, and is exact only if it can tell that html.parser finished the cell before the end
-of its input: ``soup_classes`` gives a tree builder whose parser records what html.parser left unparsed when its
-input ended (``close`` sees ``rawdata``), and a BeautifulSoup that notes ignored end tags (``handle_endtag``,
-``tagStack``, ``currentTag``). The self-check parses two tiny fragments and requires exactly those records.
+Speed only. The soup pass (``grader.grading.feedback.soup_cache``, patch **soup-pass** in ``seams.nbconvert``) parses
+each cell of a feedback page alone, and is exact only if it can tell that html.parser finished the cell before the end
+of its input: ``soup_classes`` gives a tree builder whose parser records what html.parser left unparsed when its input
+ended (``close`` sees ``rawdata``), and a BeautifulSoup that notes ignored end tags (``handle_endtag``, ``tagStack``,
+``currentTag``). The self-check parses two tiny fragments and requires exactly those records.
 """
 from __future__ import annotations
 

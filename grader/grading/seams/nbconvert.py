@@ -1,17 +1,17 @@
 """nbconvert's non-public parts the grader relies on: the ``BeautifulSoup`` name of ``nbconvert.exporters.html``.
 
 Speed only: **soup-pass**. After rendering a page, ``HTMLExporter.from_notebook_node`` parses all of it with
-BeautifulSoup to add alt text and tabindex (about 70% of a learner's feedback CPU); ``grader.grading.soup_cache``
-gives the same bytes parsing each cell shared by the class once. nbconvert has no switch for that pass, so
-``FeedbackExporter`` (an ``HTMLExporter`` subclass chosen through nbgrader's public ``exporter_class``,
-``grader.grading.feedback_pages``) renders with the module's ``BeautifulSoup`` name bound to a stand-in that
-changes nothing (``unparsed``), then runs the memoised pass. The self-check requires nbconvert's method to end
-with exactly the pass replicated (``NBCONVERT_PASS``, compared with its source) and its module to parse with
+BeautifulSoup to add alt text and tabindex (about 70% of a learner's feedback CPU);
+``grader.grading.feedback.soup_cache`` gives the same bytes parsing each cell shared by the class once. nbconvert has
+no switch for that pass, so ``FeedbackExporter`` (an ``HTMLExporter`` subclass chosen through nbgrader's public
+``exporter_class``, ``grader.grading.feedback.pages``) renders with the module's ``BeautifulSoup`` name bound to a
+stand-in that changes nothing (``unparsed``), then runs the memoised pass. The self-check requires nbconvert's method
+to end with exactly the pass replicated (``NBCONVERT_PASS``, compared with its source) and its module to parse with
 BeautifulSoup nowhere else; the bs4 seam's own check runs too (the memoised pass uses its private builder).
 
 What nbconvert offers publicly is used as such, not patched: the Jinja environment is the public
-``TemplateExporter.environment`` (``grader.grading.template_cache``) and the code highlighter is a
-``Highlight2HTML`` given through the exporter's ``filters`` trait (``grader.grading.highlight_cache``).
+``TemplateExporter.environment`` (``grader.grading.feedback.template_cache``) and the code highlighter is a
+``Highlight2HTML`` given through the exporter's ``filters`` trait (``grader.grading.feedback.highlight_cache``).
 """
 from __future__ import annotations
 

@@ -9,13 +9,13 @@ Correctness depends on these (a failed self-check refuses to grade):
   them; the phases' preprocessor lists themselves are nbgrader's public traits
   (``Autograde.sanitize_preprocessors``, ``autograde_preprocessors``).
 - **feedback-copy**: the feedback converter copies only the grader's own files into feedback/
-  (``grader.grading.feedback_pages``); it finds the two folders with nbgrader's private ``_format_source`` and
+  (``grader.grading.feedback.pages``); it finds the two folders with nbgrader's private ``_format_source`` and
   ``_format_dest`` (``feedback_folders``), the same paths nbgrader's own copy uses.
 
 Speed only (a failed self-check switches the patch off):
 
 - **gradebook-engine**: one SQLAlchemy engine per database per process, and ``create_all`` skipped when every
-  table exists (``grader.grading.gradebook_engines``); replaces the ``create_engine`` and
+  table exists (``grader.grading.autograde.gradebook_engines``); replaces the ``create_engine`` and
   ``Base.metadata.create_all`` that ``nbgrader.api`` calls.
 (A patch of nbgrader's cell-metadata validation, ``schema_cache``, was deleted: ``bench-grade --compare-patches``
 measured it worth less than 5% of a class run.)
@@ -118,12 +118,11 @@ def check_gradebook_engine() -> None:
 
 
 def install_gradebook_engine() -> bool:
-    """Point nbgrader's ``create_engine`` and ``create_all`` at ``grader.grading.gradebook_engines`` (idempotent);
-    False where the patch is off."""
+    """Point nbgrader's ``create_engine`` and ``create_all`` at ``grader.grading.autograde.gradebook_engines``
+    (idempotent); False where the patch is off."""
     from nbgrader import api
 
-    from grader.grading import gradebook_engines
-
+    from grader.grading.autograde import gradebook_engines
     if api.create_engine is gradebook_engines.cached_create_engine:
         return True
     if not enabled(GRADEBOOK_ENGINE):

@@ -1,7 +1,7 @@
 """Grading on a Dask cluster: ``python -m grader grade A --scheduler tcp://HOST:PORT``.
 
 The coordinator (the ``grader grade`` process) builds the jobs, hands each to a Dask worker
-as the same call the local pool makes (``grader.grading.execution_slot.execute_task(job_text)``: data in,
+as the same call the local pool makes (``grader.grading.slots.execution_slot.execute_task(job_text)``: data in,
 data out), and accepts what comes back exactly as it accepts a local result. Only the
 coordinator writes the result cache, the gradebook and the feedback.
 
@@ -11,7 +11,7 @@ so a worker needs no view of the coordinator's disk (Dask-Gateway pods, Slurm no
 them to a private folder of its own, executes, and removes it (``run_packed``). A worker needs:
 this project installed (``pip install .[dev] -c constraints.txt``) and root or unprivileged user
 namespaces for the sandbox; ``probe`` asks every worker which it has. A worker must also run the
-coordinator's grader in the same environment (``grader.grading.jobs.grader_version``: the grader's
+coordinator's grader in the same environment (``grader.grading.run.jobs.grader_version``: the grader's
 code, Python, every installed version), since that is part of each job's key: a worker that does not
 is refused at the start, and one that joins later fails each job it is sent (zero and a message).
 Jobs on one worker run one at a time (a lock), so ``--nthreads 1`` and one worker per core
@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from grader.course import skip_iri_grammars
-from grader.grading import slots
+from grader.grading.slots import claim as slots
 
 _job_lock = threading.Lock()
 _scratch: Path | None = None  # this worker's folder for sandboxes (its own disk, not the coordinator's)
@@ -49,7 +49,7 @@ class OtherGrader(RuntimeError):
 def require_same_grader(job, pinned: str) -> None:
     """Raise ``OtherGrader`` unless this process's ``grader_version(pinned)`` is the job's: a result from
     other code or other package versions would be filed under a key that does not describe it."""
-    from grader.grading.jobs import grader_version
+    from grader.grading.run.jobs import grader_version
 
     if grader_version(pinned) != job.grader:
         raise OtherGrader("this Dask worker runs another grader, Python or package versions than the coordinator: "
@@ -57,11 +57,11 @@ def require_same_grader(job, pinned: str) -> None:
 
 
 def pack(job, pinned: str) -> str:
-    """``job`` (grader.grading.jobs.Job) with the bytes it names: the sanitised notebook, the instructor's
+    """``job`` (grader.grading.run.jobs.Job) with the bytes it names: the sanitised notebook, the instructor's
     notebook and every regular file of the learner's folder (links and other entries are left out, as
     the sandbox's copy leaves them out), and ``pinned`` (``GradeConfig.grader_version``), with which the
     worker checks it is the grader the job's key names. Read on the coordinator, which alone sees the course."""
-    from grader.grading.jobs import folder_entries
+    from grader.grading.run.jobs import folder_entries
 
     files = [[_b64(relative), _b64(path.read_bytes())] for relative, path, regular in folder_entries(job.files)
              if regular]
@@ -127,7 +127,7 @@ def unpack(packed: str, folder: Path):
     """The job of ``pack``'s text, its files written under ``folder`` (private: 0700, files 0600) and its
     paths and scratch pointing there; the job's identity (key, digests) is unchanged. Raises ``OtherGrader``
     (nothing written) if this process is not the grader the job's key names."""
-    from grader.grading.jobs import Job
+    from grader.grading.run.jobs import Job
 
     data = json.loads(packed)
     job = Job.from_json(data["job"])
@@ -152,7 +152,7 @@ def unpack(packed: str, folder: Path):
 def run_packed(packed: str) -> tuple[str, float]:
     """On a worker: execute a packed job in a private folder of its own, removed afterwards; returns what
     the local pool's ``execute_task`` returns (the result as JSON text, seconds)."""
-    from grader.grading import execution_slot
+    from grader.grading.slots import execution_slot
 
     # 0700 inside the worker's scratch (so a killed worker's sweep takes it too): no sandbox uid reads it
     folder = Path(tempfile.mkdtemp(prefix="job-", dir=_worker_scratch()))
@@ -168,7 +168,7 @@ def _setup_worker() -> int:
         if slots.held() is None:
             skip_iri_grammars()  # before the executor's first import of nbformat
             slots.claim_slot()
-            import grader.grading.execute  # noqa: F401 - imported once, before the first job
+            import grader.grading.autograde.execute  # noqa: F401 - imported once, before the first job
             from grader import oracles
             from grader.grading.sandbox.client import default_zygote
 
@@ -190,8 +190,8 @@ def _worker_report(options: dict, pinned: str = "") -> dict:
     ``grader_version(pinned)``."""
     import socket
 
-    from grader.grading import execution_slot
-    from grader.grading.jobs import grader_version
+    from grader.grading.run.jobs import grader_version
+    from grader.grading.slots import execution_slot
 
     slot = _setup_worker()
     with _job_lock:

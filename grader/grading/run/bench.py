@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
+import os
 import re
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from typing import NamedTuple
 
 import nbformat
 
+from grader import benchmarks_markdown
 from grader.course.build import (
     SOLUTION_MARKER,
     build,
@@ -126,7 +128,14 @@ def main(argv=None) -> int:
                         "run with every patch on")
     parser.add_argument("--jobs-scaling", action="store_true",
                         help="also grade the class with --jobs 1, and print the ratio to the default jobs")
+    parser.add_argument("--markdown", type=Path, default=None, metavar="PATH",
+                        help="also write the results between PATH's bench-grade markers (docs/benchmarks.md)")
     args = parser.parse_args(argv)
+    if args.markdown:  # a page it cannot write fails now, not after half an hour of grading
+        benchmarks_markdown.check_section(args.markdown, "bench-grade")
+    when = benchmarks_markdown.provenance(" ".join(["python -m grader bench-grade",
+                                                    *(argv if argv is not None else sys.argv[1:])]))
+    isolation = None
     root = course_root()
     assignments = args.assignments or present_assignments(root)
     with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
@@ -171,6 +180,8 @@ def main(argv=None) -> int:
             per_submission = (ours_a - one_a) / (len(roster) - 1) if len(roster) > 1 else ours_a
             fixed = one_a - per_submission
             rows.append(Row(a, plain_a, ours_a, per_submission, fixed, again_a, serial_a, plain_feedback_a))
+            found = re.match(r"isolation: ([^;]+)", phase_report(report))
+            isolation = isolation or (found.group(1) if found else None)
             # progress only: the numbers are in the table printed at the end, once
             print(f"  {a:<14} graded; {phase_report(report)}; re-grade: "
                   + (f"{executed.group(1)} executed, {executed.group(2)} from cache" if executed else "no report"),
@@ -208,13 +219,20 @@ def main(argv=None) -> int:
             print("  differs:", row)
         print(f"points given to hostile submissions: plain nbgrader {hostile_plain:.0f}, grader grade "
               f"{hostile_ours:.0f}")
+        if args.markdown:
+            jobs_text = f"`--jobs {args.jobs}`" if args.jobs else f"default jobs (one per core: {os.cpu_count()})"
+            benchmarks_markdown.write_section(args.markdown, "bench-grade", benchmarks_markdown.grade_section(
+                rows, learners=len(roster), when=when, isolation=isolation or "unknown", jobs=jobs_text,
+                identical=(len(honest) - len(differing), len(honest)), hostile_points=(hostile_plain, hostile_ours),
+                patch_seconds=patch_seconds if variants else None))
+            print(f"wrote the bench-grade section of {args.markdown}")
     return 0
 
 
 def patch_variants() -> list[str]:
     """Each speed patch's name (switched off alone), then "all" (every one off: ``--public-apis-only``)."""
-    from grader.grading import highlight_cache, seams, template_cache
-
+    from grader.grading import seams
+    from grader.grading.feedback import highlight_cache, template_cache
     return ([patch.name for patch in seams.patches() if patch.kind == seams.SPEED]
             + [template_cache.NAME, highlight_cache.NAME, "all"])
 

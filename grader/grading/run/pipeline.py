@@ -2,28 +2,28 @@
 
 1. intake   Copy submitted/*/ASSIGNMENT into build/grading/ (submitted/ is never written):
             any bytes become a repaired notebook or the blank release plus a message
-            (grader.grading.intake); the learner's other files follow, vetted.
+            (grader.grading.run.intake); the learner's other files follow, vetted.
 2. sanitise nbgrader restores locked and test cells from the gradebook (per learner: one
             broken submission cannot stop the others).
-3. execute  Each notebook is a job (grader.grading.jobs): the learner's folder + the assignment's
+3. execute  Each notebook is a job (grader.grading.run.jobs): the learner's folder + the assignment's
             trusted bundle, keyed by content. A job whose accepted result is cached is not
             run again; the others run in parallel (--jobs), each in its own sandbox, test cells
-            in the trusted grader with the learner's functions as proxies (grader.grading.execute).
+            in the trusted grader with the learner's functions as proxies (grader.grading.autograde.execute).
             A worker returns the result as JSON; this process alone validates it for the job
-            it submitted (grader.grading.jobs.accept) and writes the cache and build/grading/results/.
+            it submitted (grader.grading.run.jobs.accept) and writes the cache and build/grading/results/.
 4. record   nbgrader saves the scores in the gradebook (this process is its only writer),
-            from validated results only (grader.grading.results: fail closed), every graded cell afresh
+            from validated results only (grader.grading.run.results: fail closed), every graded cell afresh
             (one missing from the submission scores zero: nbgrader_steps.ResetAbsentGrades); a worker writes the
             learner's feedback (hidden tests removed, grading notes on top); a CSV follows.
 
 Steps 2-4 are pipelined per learner, so the serial nbgrader steps overlap the execution.
 
 Processes: this coordinator, and the execution slots forked from two warm processes it starts
-once (grader.grading.slot_pool); each slot's zygote forks one sandbox per notebook.
+once (grader.grading.slots.slot_pool); each slot's zygote forks one sandbox per notebook.
 
 Settings: grader.grading.config.GradeConfig. A run killed at any moment (even SIGKILL) leaves the
 gradebook consistent; running it again re-executes only the jobs with no cached result. One run per
-course at a time (grader.grading.course_lock): a second one refuses, or waits with --wait.
+course at a time (grader.grading.run.course_lock): a second one refuses, or waits with --wait.
 """
 from __future__ import annotations
 
@@ -45,13 +45,13 @@ from typing import Callable
 
 from grader.course import course_root, tool_environment
 from grader.grading.config import GradeConfig, grade_config
-from grader.grading.execution_slot import die_with_parent, execute_task, probe
-from grader.grading.intake import expected_notebooks, mirror_submission
-from grader.grading.jobs import Job, ResultCache, accept, grader_version
+from grader.grading.run.intake import expected_notebooks, mirror_submission
+from grader.grading.run.jobs import Job, ResultCache, accept, grader_version
+from grader.grading.run.terminal import Progress, printable
 from grader.grading.sandbox.isolation import IsolationError, check_level
-from grader.grading.slot_pool import new_slot_pool
+from grader.grading.slots.execution_slot import die_with_parent, execute_task, probe
+from grader.grading.slots.slot_pool import new_slot_pool
 from grader.grading.startup import never_graded
-from grader.grading.terminal import Progress, printable
 
 
 def load_config(root: Path):
@@ -117,7 +117,7 @@ def sandbox_options(work: Path, settings: GradeConfig | None = None, hidden: lis
 
 def _init_feedback():
     """A feedback worker: forked from the coordinator (nbgrader already imported), no sandbox."""
-    # speed-ups of nbconvert are per exporter (grader.grading.feedback_pages.FeedbackExporter); the seams' verdicts
+    # speed-ups of nbconvert are per exporter (grader.grading.feedback.pages.FeedbackExporter); the seams' verdicts
     # and switches are the coordinator's, inherited
     die_with_parent()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -164,8 +164,9 @@ def _feedback_task(args, budget: dict | None = None):
     when the learner got the plain page. ``args``: (root, assignment, student); ``budget``: the learner's
     ``notes``, ``seconds``, ``memory`` and ``notebooks`` (missing ones: GradeConfig's defaults, the course's)."""
     global _worker_config
-    from grader.grading import feedback_pages, highlight_cache
-    from grader.grading.nbgrader_steps import generate_feedback
+    from grader.grading.autograde.nbgrader_steps import generate_feedback
+    from grader.grading.feedback import highlight_cache
+    from grader.grading.feedback import pages as feedback_pages
 
     defaults, budget = GradeConfig(), budget or {}
     root, assignment, student = args
@@ -201,7 +202,7 @@ def _dask_pool(address: str, options: dict, seconds: float, grader: str, pinned:
     """(pool, None) once every worker of the Dask scheduler at ``address`` has started a sandbox and runs
     ``grader`` (``grader_version(pinned)`` of this process); (None or the pool, why not) otherwise: then
     nothing executes and nobody is scored."""
-    from grader.grading.dask_pool import DaskPool
+    from grader.grading.slots.dask_pool import DaskPool
 
     try:
         pool = DaskPool(address, connect_seconds=seconds)
@@ -262,9 +263,9 @@ class Phases:
 
     ``run_phase(config, root, assignment, student, phase, submitted_dir, results_dir="", notes=())``:
     nbgrader's "sanitize" or "record" for one learner, raising on failure, returning messages for the learner or
-    None (``grader.grading.nbgrader_steps.run_phase``: the record phase's graded cells that are gone, now
+    None (``grader.grading.autograde.nbgrader_steps.run_phase``: the record phase's graded cells that are gone, now
     zero); ``mirror(root, work, assignment, student) -> messages``: the intake of one learner's submission
-    (``grader.grading.intake.mirror_submission``).
+    (``grader.grading.run.intake.mirror_submission``).
     """
 
     run_phase: Callable
@@ -272,7 +273,7 @@ class Phases:
 
 
 def _nbgrader_run_phase(*args, **kwargs):
-    from grader.grading.nbgrader_steps import run_phase  # nbgrader's import (about a second) at its first use
+    from grader.grading.autograde.nbgrader_steps import run_phase  # nbgrader's import (about a second) at its first use
 
     return run_phase(*args, **kwargs)
 
@@ -345,7 +346,7 @@ class GradingRun:
     def _execution_pool(self):
         """The warm pool; the first call starts it and its probe (the first sandbox, no learner code).
 
-        With ``GradeConfig.scheduler`` it is a Dask cluster's workers instead (``grader.grading.dask_pool``),
+        With ``GradeConfig.scheduler`` it is a Dask cluster's workers instead (``grader.grading.slots.dask_pool``),
         each of which must start a sandbox before any job is sent.
         """
         if self.settings.scheduler:
@@ -390,7 +391,7 @@ class GradingRun:
     def _sweep_feedback(self) -> None:
         """Remove from feedback/*/ASSIGNMENT/ what is not the grader's (learner files an earlier run, plain
         nbgrader generate_feedback or an older nbgrader copied there): ``feedback_pages.sweep``."""
-        from grader.grading.feedback_pages import sweep
+        from grader.grading.feedback.pages import sweep
 
         try:
             removed = sweep(self.config, self.root, self.assignment, self.notebooks)
@@ -416,7 +417,7 @@ class GradingRun:
 
     def _feedback_over_budget(self, student: str) -> None:
         """The plain page for a learner whose feedback worker had to be killed, written here (milliseconds)."""
-        from grader.grading.feedback_pages import over_budget_note, write_plain_pages
+        from grader.grading.feedback.pages import over_budget_note, write_plain_pages
 
         note = over_budget_note("time", self.settings.submission_seconds, self.settings.submission_memory)
         try:
@@ -488,7 +489,7 @@ class GradingRun:
             return
         sent = task.resubmitted()
         if self.settings.scheduler:  # a Dask worker may not see this disk: the job travels with its bytes
-            from grader.grading.dask_pool import pack, run_packed
+            from grader.grading.slots.dask_pool import pack, run_packed
 
             try:
                 packed = pack(task.job, self.settings.grader_version)
@@ -619,9 +620,9 @@ class GradingRun:
         self._accepted(task.job, result)
 
     def _accepted(self, job: Job, result: dict) -> None:
-        """An accepted result: build/grading/results/ for the record phase (grader.grading.nbgrader_steps)."""
-        from grader.grading import results
-        from grader.grading.output_budget import bound_outputs
+        """An accepted result: build/grading/results/ for the record phase (grader.grading.autograde.nbgrader_steps)."""
+        from grader.grading.feedback.output_budget import bound_outputs
+        from grader.grading.run import results
 
         problem = None
         try:
@@ -756,7 +757,7 @@ def _class_of(root: Path, assignment: str) -> list[str] | None:
 def _prepare(root: Path, assignment: str, config) -> None:
     """Build what grading ``assignment`` needs if it is missing (its source notebook, release/, the gradebook's
     record of it); a fresh work folder."""
-    from grader.grading.nbgrader_steps import gradebook_has_assignment
+    from grader.grading.autograde.nbgrader_steps import gradebook_has_assignment
 
     built = (root / "source" / assignment / f"{assignment}.ipynb").exists() and (root / "release" / assignment).exists()
     if not built or not gradebook_has_assignment(config, root, assignment):
@@ -778,7 +779,7 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
     """Grade every submission of ``assignment`` (an id, or several graded one after another by the same warm
     workers); returns an exit code (0 even if submissions fail).
 
-    One run per course at a time (``grader.grading.course_lock``, held from the first step to the CSV): another
+    One run per course at a time (``grader.grading.run.course_lock``, held from the first step to the CSV): another
     run that holds the course's lock makes this one refuse (exit code 4, the other run named on stderr), or,
     with ``wait``, wait for it.
 
@@ -791,7 +792,7 @@ def grade(assignment: str | list[str], root: Path | None = None, csv_path: Path 
     feedback (named on stderr); 4: another run holds the course (nothing was done); 130: interrupted (the
     gradebook holds every learner recorded so far; running again completes the class).
     """
-    from grader.grading.course_lock import EXIT_LOCKED, CourseLocked, course_lock
+    from grader.grading.run.course_lock import EXIT_LOCKED, CourseLocked, course_lock
 
     root = Path(root or course_root()).resolve()
     try:

@@ -1,7 +1,7 @@
-"""The coordinator's local pool of execution slots (``grader.grading.execution_slot``), and the two warm
+"""The coordinator's local pool of execution slots (``grader.grading.slots.execution_slot``), and the two warm
 processes every slot comes from.
 
-A forkserver imported what a slot needs once (``grader.grading.warm_slot``); each slot is forked from
+A forkserver imported what a slot needs once (``grader.grading.slots.warm_slot``); each slot is forked from
 it. A zygote factory imported what learners' code needs once (``grader.grading.sandbox.zygote
 --factory``); each slot's zygote is a fork of it. Both are started once per coordinator, serve every
 pool it starts, and are forked from only after they have run nothing. ``prestart`` starts them before
@@ -12,16 +12,16 @@ from __future__ import annotations
 import atexit
 from concurrent.futures import ProcessPoolExecutor
 
-from grader.grading.execution_slot import init_slot
+from grader.grading.slots.execution_slot import init_slot
 
-SLOT_MODULES = ["grader.grading.warm_slot"]  # what the forkserver imports before it forks a slot
-# What grader.grading.warm_slot imports there: torch for the trusted test cells' reference norms and
+SLOT_MODULES = ["grader.grading.slots.warm_slot"]  # what the forkserver imports before it forks a slot
+# What grader.grading.slots.warm_slot imports there: torch for the trusted test cells' reference norms and
 # autograd, and torch.fx.experimental.symbolic_shapes (with sympy), which torch.autograd.grad imports on
 # its first call with grad_outputs; not torch._dynamo (the grader's dispatch modes opt out of it).
 # And what the test cells run with: each notebook's first code cell, its imports, runs in the slot before
-# its tests (grader.grading.execute.trusted_namespace); imported per slot, matplotlib alone was 0.25 s of CPU.
-SLOT_WARM_MODULES = ["numpy", "torch", "torch.fx.experimental.symbolic_shapes", "grader.grading.execute",
-                     "grader.grading.execution_slot", "grader.oracles", "matplotlib.pyplot", "IPython.display",
+# its tests (grader.grading.autograde.execute.trusted_namespace); imported per slot, matplotlib alone was 0.25 s of CPU.
+SLOT_WARM_MODULES = ["numpy", "torch", "torch.fx.experimental.symbolic_shapes", "grader.grading.autograde.execute",
+                     "grader.grading.slots.execution_slot", "grader.oracles", "matplotlib.pyplot", "IPython.display",
                      "grader.compare", "grader.derive", "grader.learner", "grader.predict"]
 # And every module of the learner-side packages those cells import from (the checks, the widgets and
 # experiments). Not in the zygote factory: a sandbox imports ipywidgets, through normlab, after its kernel exists.

@@ -21,7 +21,7 @@ and any page that fails one gets nbconvert's own pass, whole:
   with no ``<pre>``/``<textarea>`` around it (whitespace-only text is kept there, collapsed elsewhere);
 - whether it lies inside ``.jp-Notebook`` (the focus selectors' ancestor) is part of its memo key.
 
-``grader.grading.feedback_pages.FeedbackExporter`` uses ``accessible`` in place of nbconvert's pass only where
+``grader.grading.feedback.pages.FeedbackExporter`` uses ``accessible`` in place of nbconvert's pass only where
 the seams allow it (``grader.grading.seams.nbconvert``: nbconvert's pass is the one replicated here, checked
 against its source; ``grader.grading.seams.bs4``: the private tree builder used below has the shape relied on),
 so a changed nbconvert or BeautifulSoup keeps nbconvert's own pass.
@@ -32,7 +32,7 @@ import json
 import re
 import secrets
 
-from grader.grading.memo import BoundedMemo, digest
+from grader.grading.feedback.memo import BoundedMemo, digest
 from grader.grading.seams.bs4 import WRAPPER, soup_classes
 
 ALT_TEXT = "No description has been provided for this image"

@@ -21,7 +21,7 @@ checks signals), then the kernel's RLIMIT_CPU kills the worker a grace later if 
 cannot interrupt it, and ``GradeConfig.submission_memory`` of address space (RLIMIT_AS: MemoryError). A
 learner over budget gets ``write_plain_pages``: one escaped page per notebook with their scores, comments
 and grading notes (read from the gradebook, a few milliseconds) and a note saying why. The coordinator
-(``grader.grading.pipeline``) writes the same page for a learner whose worker had to be killed.
+(``grader.grading.run.pipeline``) writes the same page for a learner whose worker had to be killed.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 class OverBudget(BaseException):
     """A learner's feedback went over its budget. Not an Exception: nbgrader's converter catches every
-    Exception per assignment (and would only log it); this one reaches ``grader.grading.pipeline``."""
+    Exception per assignment (and would only log it); this one reaches ``grader.grading.run.pipeline``."""
 
 
 # --- only the grader's pages -------------------------------------------------------------------
@@ -180,7 +180,7 @@ def exporter_class():
     cell by cell (``soup_cache``, where ``grader.grading.seams.nbconvert`` allows it). The page is the same."""
     from nbconvert.exporters import HTMLExporter
 
-    from grader.grading import highlight_cache, soup_cache, template_cache
+    from grader.grading.feedback import highlight_cache, soup_cache, template_cache
     from grader.grading.seams import nbconvert as nbconvert_seam
 
     class FeedbackExporter(HTMLExporter):
@@ -339,7 +339,7 @@ def plain_page(notebook: str, why: str, notes, scores) -> str:
 
 def write_plain_pages(config, root: Path, assignment: str, student: str, notebooks, why: str, notes=()) -> None:
     """Replace the learner's feedback folder's content by one plain page per notebook (and KEPT_FILES)."""
-    from grader.grading.nbgrader_steps import course_directory
+    from grader.grading.autograde.nbgrader_steps import course_directory
 
     coursedir = course_directory(config, root, assignment, student)
     dest = Path(root) / coursedir.feedback_directory / student / assignment

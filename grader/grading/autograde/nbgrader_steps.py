@@ -4,7 +4,7 @@
 
 - phase "sanitize": nbgrader's sanitising preprocessors only (clear outputs, deduplicate ids,
   restore locked and test cells from the gradebook, check metadata); writes autograded/.
-- phase "record": ``ReplayResults`` puts in the outputs that ``grader.grading.execute`` produced in
+- phase "record": ``ReplayResults`` puts in the outputs that ``grader.grading.autograde.execute`` produced in
   the sandbox, then nbgrader's own grading preprocessors save the scores to the gradebook,
   and ``SaveDiagnoses`` (right after ``SaveAutoGrades``) adds the autograder's diagnosis of
   each failed test to the automatic comment of its exercise's solution cell.
@@ -23,9 +23,9 @@ from nbgrader.converters.base import BaseConverter
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, SaveAutoGrades
 from traitlets import List, Unicode
 
-from grader.grading import results
-from grader.grading.execute import error_output
-from grader.grading.results import autograded_tests, cell_digest, file_digest, notebook_digest
+from grader.grading.autograde.execute import error_output
+from grader.grading.run import results
+from grader.grading.run.results import autograded_tests, cell_digest, file_digest, notebook_digest
 from grader.grading.seams import nbgrader as nbgrader_seam
 
 # speed only, after its self-check: one gradebook engine per process (its compiled SQL kept between steps)
@@ -40,7 +40,8 @@ class ReplayResults(NbGraderPreprocessor):
     gets an error output (zero) saying why.
     """
 
-    results_dir = Unicode("", help="Folder of the JSON results written by grader.grading.execute").tag(config=True)
+    results_dir = Unicode("", help="Folder of the JSON results written by grader.grading.autograde.execute"
+                          ).tag(config=True)
     source_notebook = Unicode("", help="The instructor's notebook the result must have been run against"
                               ).tag(config=True)
 
@@ -315,7 +316,7 @@ def record_preprocessors(autograde_preprocessors) -> list:
 
 class IsolatedAutograde(nbgrader_seam.phased_autograde_class()):
     phase = Unicode("sanitize", help="'sanitize' (before execution) or 'record' (after)").tag(config=True)
-    results_dir = Unicode("", help="Where grader.grading.execute wrote its results").tag(config=True)
+    results_dir = Unicode("", help="Where grader.grading.autograde.execute wrote its results").tag(config=True)
     source_notebook_dir = Unicode("", help="The instructor's notebooks (source/<assignment>)").tag(config=True)
     notes = List(Unicode(), default_value=[], help="The grader's messages for this learner").tag(config=True)
 
@@ -431,8 +432,8 @@ def run_phase(config, root: Path, assignment: str, student: str, phase: str, sub
 def generate_feedback(config, root: Path, assignment: str, student: str) -> None:
     """nbgrader's GenerateFeedback (HTML, hidden tests removed) for one learner; raises on nbgrader errors.
     Only the notebooks' pages (and the files release_feedback reads) reach feedback/: never a learner's
-    own files (``grader.grading.feedback_pages``)."""
-    from grader.grading.feedback_pages import converter_class
+    own files (``grader.grading.feedback.pages``)."""
+    from grader.grading.feedback.pages import converter_class
 
     converter = converter_class()(coursedir=course_directory(config, root, assignment, student), config=config)
     converter.force = True

@@ -1,7 +1,7 @@
 """Grading jobs: hermetic, content-addressed, returning their result as data.
 
 A **job** is one learner's notebook folder plus the assignment's trusted bundle, named by
-digests; its **result** is the JSON document of ``grader.grading.results`` (schema-checked, never
+digests; its **result** is the JSON document of ``grader.grading.run.results`` (schema-checked, never
 pickled) with a ``job`` field naming the job that produced it. The key of a job is
 
     sha256({"assignment", "student", "notebook", "submission", "bundle", "grader", "settings"})
@@ -24,7 +24,7 @@ sandbox copied it), and ``accept`` refuses a result whose ``executed`` is not th
 
 Seam. ``run_job(job_text) -> result_text`` is a pure function of data in, data out: the job is
 a JSON text (``Job.to_json``), the result a JSON text; the worker writes no file the
-coordinator reads. The local pool (``grader.grading.pipeline``) calls it in warm worker processes; a Dask
+coordinator reads. The local pool (``grader.grading.run.pipeline``) calls it in warm worker processes; a Dask
 executor submits the same function (``client.submit(run_job, job.to_json(), key=job.key)``)
 and hands the returned text to the same ``accept``. Only the coordinator validates results,
 writes the cache (``ResultCache``), the gradebook and the feedback.
@@ -37,7 +37,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from grader.grading import results
+from grader.grading.run import results
 
 JOB_FIELDS = ("key", "submission", "bundle", "grader", "settings")
 _VERSION_CACHE: dict[str, str] = {}
@@ -151,7 +151,7 @@ def folder_digest(folder: Path | None, copied: bool = False) -> str:
 
 def submission_digest(parts: dict) -> str:
     """A job's ``submission``: the digest of its parts ({"notebook": executed_digest, "folder": folder_digest}),
-    which the executor reports for what it ran (a result's ``executed``, ``grader.grading.execute``)."""
+    which the executor reports for what it ran (a result's ``executed``, ``grader.grading.autograde.execute``)."""
     return _sha(canonical(parts))
 
 
@@ -170,12 +170,12 @@ class Job:
     notebook_path: str  # the sanitised notebook (autograded/<student>/<assignment>/<notebook>.ipynb)
     source_path: str  # the trusted bundle: the instructor's notebook
     files: str  # the learner's folder, as the sandbox sees it
-    options: dict = field(default_factory=dict)  # sandbox options (grader.grading.pipeline.sandbox_options)
+    options: dict = field(default_factory=dict)  # sandbox options (grader.grading.run.pipeline.sandbox_options)
     submission: str = ""
     bundle: str = ""
     grader: str = ""
     settings: str = ""
-    notebook_digest: str = ""  # grader.grading.results.notebook_digest of the sanitised notebook
+    notebook_digest: str = ""  # grader.grading.run.results.notebook_digest of the sanitised notebook
     key: str = ""
     submission_parts: dict = field(default_factory=dict)  # {"notebook", "folder"}: the digests ``submission`` is of
 
@@ -208,12 +208,12 @@ class Job:
 
 
 def run_job(job_text: str, sandbox_uid: int | None = None, attempts: int = 2) -> str:
-    """Execute one job; returns its result as JSON text (``grader.grading.results.SCHEMA`` plus ``job``).
+    """Execute one job; returns its result as JSON text (``grader.grading.run.results.SCHEMA`` plus ``job``).
 
     The executor's whole interface: data in, data out. A sandbox that could not start, or whose
     launcher died, gets one fresh zygote and one more try (``attempts``).
     """
-    from grader.grading.execute import execute_submission
+    from grader.grading.autograde.execute import execute_submission
     from grader.grading.sandbox import client
 
     job = Job.from_json(job_text)

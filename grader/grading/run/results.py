@@ -1,7 +1,7 @@
 """The result of executing one notebook: a JSON document with a schema, validated before use.
 
-``grader.grading.execute`` writes one result per learner notebook; the record phase
-(``grader.grading.nbgrader_steps.ReplayResults``) reads it back. Grading fails closed on it: a
+``grader.grading.autograde.execute`` writes one result per learner notebook; the record phase
+(``grader.grading.autograde.nbgrader_steps.ReplayResults``) reads it back. Grading fails closed on it: a
 test cell earns its points only when a *valid* result, for *this* learner, notebook and
 assignment, for the very cells being recorded, says the trusted grader ran that test to
 the end and saw it pass. Every other state (no result, a malformed one, one for another
@@ -46,17 +46,18 @@ SCHEMA = {
                            "misconceptions": {"type": "array", "maxItems": MAX_MISCONCEPTIONS, "items": {
                                "type": "string", "maxLength": 100, "pattern": ID_PATTERN.pattern}}}}},
         "notes": {"type": "array", "items": _TEXT},
-        # what the grader saw but cannot prove (grader.grading.execute): evidence for the report, never points
+        # what the grader saw but cannot prove (grader.grading.autograde.execute): evidence for the report, never points
         "flags": {"type": "array", "maxItems": 50, "items": {
             "type": "object", "required": ["test", "check", "seen"], "additionalProperties": False,
             "properties": {"test": {"type": "string", "maxLength": 200}, "check": {"type": "string", "maxLength": 40},
                            "seen": {"type": "string", "maxLength": 500}}}},
         "isolation": {"type": ["object", "null"]},
-        "complete": {"type": "boolean"},  # no sandbox failure or limit stopped the run (grader.grading.jobs.cacheable)
+        # no sandbox failure or limit stopped the run (grader.grading.run.jobs.cacheable)
+        "complete": {"type": "boolean"},
         "executed": {"type": "object", "required": ["notebook", "folder"], "additionalProperties": False,  # jobs.accept
                      "properties": {k: {"type": "string", "pattern": "^[0-9a-f]{64}$"}
                                     for k in ("notebook", "folder")}},
-        # the job that produced it (grader.grading.jobs.Job.identity): a result is accepted only for that job
+        # the job that produced it (grader.grading.run.jobs.Job.identity): a result is accepted only for that job
         "job": {"type": "object", "required": ["key", "submission", "bundle", "grader", "settings"],
                 "additionalProperties": False,
                 "properties": {name: {"type": "string", "pattern": "^[0-9a-f]{64}$"}

@@ -4,7 +4,7 @@ Reads, never writes, two things the grading left behind:
 
 - the validated results of the last ``grader grade`` run
   (``build/grading/<assignment>/results/<student>/<notebook>.json``, checked as the record
-  phase checks them, ``grader.grading.results``): which tests each learner passed, and the catalogue
+  phase checks them, ``grader.grading.run.results``): which tests each learner passed, and the catalogue
   ids (``grader.catalogue``) of the diagnoses of the ones they failed;
 - the attempt log inside each submitted notebook (``submitted/<student>/<assignment>/``,
   read through the same guarded reader as the intake, then ``grader.attempts``): how often
@@ -81,7 +81,7 @@ def quartiles(values: list[float]) -> dict:
 
 
 # ------------------------------------------------------------------ reading the grading
-SKIP_REASONS = [  # (words of grader.grading.results.load's message, the category counted)
+SKIP_REASONS = [  # (words of grader.grading.run.results.load's message, the category counted)
     ("no result was produced", "not a regular file"),
     ("too large", "too large"),
     ("unreadable", "unreadable"),
@@ -97,11 +97,10 @@ def _skip_category(problem: str) -> str:
 def read_results(results_dir: Path, assignment: str) -> tuple[dict, Counter]:
     """student -> {notebook: result} of every valid result, and the skipped ones counted by reason.
 
-    Validated like the record phase (``grader.grading.results.load``: schema, the learner, notebook and
+    Validated like the record phase (``grader.grading.run.results.load``: schema, the learner, notebook and
     assignment the result says it is for); a symlinked folder or file is never followed.
     """
-    from grader.grading import results
-
+    from grader.grading.run import results
     found: dict[str, dict[str, dict]] = {}
     skipped: Counter = Counter()
     try:
@@ -176,8 +175,7 @@ def read_attempt_logs(root: Path, assignment: str, students: list[str], notebook
         from grader.attempts import read_attempts
     except ImportError as error:
         return None, Counter(), f"the attempt logs could not be read: grader.attempts is not available ({error})"
-    from grader.grading import intake
-
+    from grader.grading.run import intake
     known = set(exercises)
     logs: dict[str, list[dict]] = {}
     skipped: Counter = Counter()
@@ -233,8 +231,7 @@ def load_json(raw: bytes):
     ``intake.MAX_JSON_VALUES`` values, nested at most as deep as the interpreter allows, no
     huge integers, no NaN); raises ``intake.Rejected``. Lighter than ``intake.parse_json``: the
     report uses only validated records, so strings need no repair."""
-    from grader.grading import intake
-
+    from grader.grading.run import intake
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -288,7 +285,7 @@ def analyse(assignment: str, results_by_student: dict, skipped_results: Counter,
             identify: bool = False) -> dict:
     """The report as data (what the .json holds; the .html and .csv are drawn from it)."""
     from grader import catalogue
-    from grader.grading.results import PASSED
+    from grader.grading.run.results import PASSED
 
     students = sorted(results_by_student)
     n = len(students)
@@ -651,7 +648,7 @@ def _write(path: Path, text: str) -> None:
 def build_report(root: Path, assignment: str, identify: bool = False, out: Path | None = None) -> dict:
     """Read the last grading of ``assignment`` and write the three files; returns the document
     plus where it went (``"files"``) and how long it took (``"seconds"``)."""
-    from grader.grading.intake import expected_notebooks
+    from grader.grading.run.intake import expected_notebooks
 
     started = time.monotonic()
     results_by_student, skipped_results = read_results(root / "build" / "grading" / assignment / "results", assignment)
@@ -677,7 +674,7 @@ def is_plain_assignment(name: str) -> bool:
 
 def report(assignment: str, root: Path | None = None, identify: bool = False, out: Path | None = None) -> int:
     """``python -m grader report``: 0 when written, 1 when there is nothing to report on."""
-    from grader.grading.terminal import printable
+    from grader.grading.run.terminal import printable
 
     if root is None:
         from grader.course import course_root

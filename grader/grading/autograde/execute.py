@@ -8,7 +8,7 @@ plus proxies for the learner's names; the
 learner's own code only ever runs inside the sandbox. A failing check is reported as its
 message alone, so no test source (hidden tests included) appears in an error.
 
-Each test gets a status (``grader.grading.results``): only ``passed``, set after the trusted grader
+Each test gets a status (``grader.grading.run.results``): only ``passed``, set after the trusted grader
 ran the whole cell without an exception, earns points. A sandbox that cannot start, dies
 or runs out of time leaves every test it did not finish at ``not_run``. A failed test also
 records the catalogue ids of its diagnosis (``misconceptions``, see ``grader.catalogue``),
@@ -16,7 +16,7 @@ taken only from the trusted check's own ``CheckFailed``, never from anything the
 
 What the grader sees but cannot prove, because only the learner's own process could report it (its peak
 memory, the library norms it called while graded), never changes a status: it is recorded as ``flags``
-(test, check, what was seen) for the instructor's report (``grader.grading.report``).
+(test, check, what was seen) for the instructor's report (``grader.grading.report.render``).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import nbformat
 
 from grader.catalogue import ID_PATTERN
 from grader.compare import CheckFailed
-from grader.grading.results import (
+from grader.grading.run.results import (
     MAX_MISCONCEPTIONS,
     PASSED,
     SCHEMA_VERSION,
@@ -46,7 +46,7 @@ MAX_FLAGS = 50  # per notebook
 
 def trusted_test_cells(source_nb) -> dict[str, str]:
     """grade_id -> source of every autograded test cell of the instructor's notebook."""
-    from grader.grading.results import autograded_tests
+    from grader.grading.run.results import autograded_tests
 
     return {grade_id: source_nb.cells[index].source for index, grade_id in autograded_tests(source_nb).items()}
 
@@ -167,17 +167,17 @@ def one_torch_thread() -> None:
 
 
 def executed_parts(nb, files: str | None) -> dict:
-    """What a run executes, as ``grader.grading.jobs.Job.make`` digests it for the job's ``submission``: the
-    notebook's cells as read here, the learner's folder that the sandbox copies (``grader.grading.jobs.accept``
+    """What a run executes, as ``grader.grading.run.jobs.Job.make`` digests it for the job's ``submission``: the
+    notebook's cells as read here, the learner's folder that the sandbox copies (``grader.grading.run.jobs.accept``
     refuses a result whose parts are not its job's)."""
-    from grader.grading.jobs import executed_digest, folder_digest
+    from grader.grading.run.jobs import executed_digest, folder_digest
 
     return {"notebook": executed_digest(nb), "folder": folder_digest(files, copied=True)}
 
 
 def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_options: dict,
                        who: dict | None = None, sandbox_factory=Sandbox) -> dict:
-    """Execute a sanitised notebook; returns a result document (``grader.grading.results.SCHEMA``).
+    """Execute a sanitised notebook; returns a result document (``grader.grading.run.results.SCHEMA``).
 
     ``who``: {"assignment", "student", "notebook"}, recorded so the result cannot be replayed
     for anyone else. Never raises for anything the submission does: a sandbox that cannot
@@ -247,7 +247,7 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
                 result["cells"][key] = [error_output("SandboxError", str(error))]
                 if claims_test:
                     result["tests"][grade_id] = {"status": "not_run", "message": str(error)}
-    result["complete"] = stopped is None  # every cell ran to its end: a result worth caching (grader.grading.jobs)
+    result["complete"] = stopped is None  # every cell ran to its end: a result worth caching (grader.grading.run.jobs)
     return result
 
 

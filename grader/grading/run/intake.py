@@ -32,7 +32,7 @@ from nbformat import v4
 from nbgrader.nbgraderformat import MetadataValidator
 from nbgrader.utils import parse_utc
 
-from grader.grading.terminal import printable
+from grader.grading.run.terminal import printable
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 MAX_FILE_BYTES = 20 * 2**20  # one other file (data, helper module)

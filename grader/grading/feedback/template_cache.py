@@ -5,7 +5,7 @@ new Jinja environment, so the nine templates of the lab HTML template are parsed
 again for every learner: about a quarter of a learner's feedback CPU (0.23 s -> 0.17 s measured on
 03_backward's feedback). ``attach`` gives an exporter's Jinja environment (nbconvert's public
 ``TemplateExporter.environment``) one bytecode cache kept in this process's memory (Jinja's public
-``Environment.bytecode_cache``); ``grader.grading.feedback_pages.FeedbackExporter`` calls it before each
+``Environment.bytecode_cache``); ``grader.grading.feedback.pages.FeedbackExporter`` calls it before each
 page. Jinja keys it by template name and checks it against the source's checksum, so an edited template
 is compiled again, and the HTML is byte-identical.
 """

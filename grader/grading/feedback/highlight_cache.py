@@ -6,7 +6,7 @@ of a learner's feedback CPU. ``highlighter_class()`` is nbconvert's ``Highlight2
 everything its output depends on: the source, the language, the cell's metadata, the lexer and its
 formatter options. A cache hit returns the same string pygments made, so the HTML is byte-identical.
 It reaches the exporter through nbconvert's public ``filters`` trait (``highlight_code``), set by
-``grader.grading.feedback_pages.FeedbackExporter`` with the lexer nbconvert itself would pick.
+``grader.grading.feedback.pages.FeedbackExporter`` with the lexer nbconvert itself would pick.
 
 Budget: pygments' IPython lexer is quadratic in the length of a line (a 120 kB attribute chain
 ``a.a.a...`` took minutes). A cell with a line longer than ``MAX_LINE_CHARS`` or more than
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 
-from grader.grading.memo import BoundedMemo, digest
+from grader.grading.feedback.memo import BoundedMemo, digest
 from grader.grading.seams import switched_off
 
 NAME = "highlight-cache"  # for bench-grade --compare-patches ($LNCOURSE_SEAMS_OFF): budgets stay, the memo goes

@@ -1,6 +1,6 @@
 """One execution slot: a local pool's worker process, which runs one notebook's grading job at a time.
 
-It is forked from the coordinator's forkserver (``grader.grading.warm_slot`` imported this module
+It is forked from the coordinator's forkserver (``grader.grading.slots.warm_slot`` imported this module
 there), so nothing here may import nbgrader: a slot runs the trusted test cells and talks to its
 zygote, nothing more. The Dask workers run the same ``probe`` and ``execute_task``.
 """
@@ -11,17 +11,17 @@ import signal
 import time
 from dataclasses import dataclass
 
-from grader.grading import slots
-from grader.grading.jobs import run_job
+from grader.grading.run.jobs import run_job
+from grader.grading.slots import claim as slots
 
 SANDBOX_UID_BASE = 61000  # one unprivileged uid per parallel slot when grading as root
 
 
 def init_slot(factory: str | None = None, lifeline=None):
-    """Claim this worker's slot (its sandbox uid, grader.grading.slots) and its zygote: a fork of the
+    """Claim this worker's slot (its sandbox uid, grader.grading.slots.claim) and its zygote: a fork of the
     coordinator's warm ``ZygoteFactory`` at ``factory``, or (none) one that imports everything itself.
-    The slot's own modules arrive warm from the forkserver (``grader.grading.warm_slot``); ``lifeline``: the read
-    end of ``grader.grading.slot_pool.coordinator_lifeline``."""
+    The slot's own modules arrive warm from the forkserver (``grader.grading.slots.warm_slot``); ``lifeline``: the read
+    end of ``grader.grading.slots.slot_pool.coordinator_lifeline``."""
     die_with_parent()
     if lifeline is not None:
         _exit_with_coordinator(lifeline)
@@ -32,7 +32,7 @@ def init_slot(factory: str | None = None, lifeline=None):
 
     use_factory(factory)
     default_zygote(wait=False)  # a zygote of its own imports torch for the learners' code while this worker
-    import grader.grading.execute  # noqa: F401 - imports it for the checks (test cells run here)
+    import grader.grading.autograde.execute  # noqa: F401 - imports it for the checks (test cells run here)
     from grader import oracles
 
     oracles._torch()
