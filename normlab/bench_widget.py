@@ -8,14 +8,19 @@ comm message and an image swap, is not included).
 
 Two kinds of moves: "drag" (default) imitates a person dragging, small steps on one control
 at a time; "jump" sets random values anywhere in each slider's range, which changes axis
-limits far more often and is the pessimistic case. Timings are noisy and depend on the load
-of the machine: this prints them and never fails on them.
+limits far more often and is the pessimistic case ("both" runs one after the other). Timings are
+noisy and depend on the load of the machine: this prints them and never fails on them.
+
+``--markdown docs/benchmarks.md`` also writes the table into that page, between its
+``bench-widget`` markers (``grader.benchmarks_markdown``), with the date, commit and machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import matplotlib
 
@@ -23,6 +28,7 @@ matplotlib.use("Agg")  # headless; the widget itself never touches pyplot
 
 import numpy as np
 
+from grader import benchmarks_markdown
 from normlab.geometry import BarDragWidget
 
 
@@ -97,19 +103,32 @@ def _summary(ms: np.ndarray) -> str:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description="Time BarDragWidget updates (slider set -> Image refreshed).")
     p.add_argument("-n", "--n-updates", type=int, default=200)
-    p.add_argument("--mode", choices=("drag", "jump"), default="drag")
+    p.add_argument("--mode", choices=("drag", "jump", "both"), default="drag")
     p.add_argument("--dpi", type=int, default=80)
     p.add_argument("--no-rms", action="store_true", help="time the 3-panel figure instead of 4")
+    p.add_argument("--markdown", type=Path, default=None, metavar="PATH",
+                   help="also write the table between PATH's bench-widget markers (docs/benchmarks.md)")
     args = p.parse_args(argv)
-    res = measure(args.n_updates, mode=args.mode, dpi=args.dpi, show_rms=not args.no_rms)
-    w_px, h_px = res["size_px"]
-    print(f"BarDragWidget update latency, {args.mode} moves, dpi {args.dpi}, {w_px}x{h_px} px, "
-          f"PNG {res['png_bytes'] / 1024:.0f} KiB (target: median <= 16 ms, one 60 Hz frame)")
-    print(f"  all moves     {_summary(res['all'])}")
-    print(f"  bar sliders   {_summary(res['bars'])}")
-    print(f"  a, c and eps  {_summary(res['a_c'])}")
-    print(f"  panels redrawn (y-limits changed): {res['panel_draws']}, whole figure redrawn: "
-          f"{res['full_draws']}, the rest only blitted the bars")
+    if args.markdown:
+        benchmarks_markdown.check_section(args.markdown, "bench-widget")  # a page it cannot write fails now
+    # before measuring: the load average of a machine not yet busy with this
+    when = benchmarks_markdown.provenance("python -m normlab.bench_widget " + " ".join(
+        argv if argv is not None else sys.argv[1:]))
+    results = {}
+    for mode in (("drag", "jump") if args.mode == "both" else (args.mode,)):
+        res = results[mode] = measure(args.n_updates, mode=mode, dpi=args.dpi, show_rms=not args.no_rms)
+        w_px, h_px = res["size_px"]
+        print(f"BarDragWidget update latency, {mode} moves, dpi {args.dpi}, {w_px}x{h_px} px, "
+              f"PNG {res['png_bytes'] / 1024:.0f} KiB (target: median <= 16 ms, one 60 Hz frame)")
+        print(f"  all moves     {_summary(res['all'])}")
+        print(f"  bar sliders   {_summary(res['bars'])}")
+        print(f"  a, c and eps  {_summary(res['a_c'])}")
+        print(f"  panels redrawn (y-limits changed): {res['panel_draws']}, whole figure redrawn: "
+              f"{res['full_draws']}, the rest only blitted the bars")
+    if args.markdown:
+        benchmarks_markdown.write_section(args.markdown, "bench-widget",
+                                          benchmarks_markdown.widget_section(results, dpi=args.dpi, when=when))
+        print(f"wrote the bench-widget section of {args.markdown}")
 
 
 if __name__ == "__main__":
