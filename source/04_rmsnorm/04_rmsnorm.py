@@ -20,7 +20,7 @@
 #
 # By the end of this notebook you will be able to
 #
-# 1. implement RMSNorm for any shape `(..., d)`, in float32 as well as float64;
+# 1. derive RMSNorm from LayerNorm and implement it for any shape `(..., d)`, in float32 as well as float64;
 # 2. recall its geometry from [notebook 02](02_geometry.ipynb): the sphere without the hyperplane, scale
 #    invariance kept and shift invariance lost;
 # 3. derive its backward pass yourself ($\partial r/\partial x_j$, one Jacobian entry, $\mathbf J^\top\mathbf g$), each
@@ -32,8 +32,11 @@
 #    the wrong place) change in the output;
 # 7. (optional) time LayerNorm against RMSNorm on your machine and read the result honestly.
 #
-# The notebook takes about 100 to 120 minutes (the optional section 7, about 15 more): three graded
-# exercises, three derivation steps and two predictions.
+# **Time.** About 120 minutes, and about 5 more for the optional part. This is an estimate, not a timing of
+# learners: `tools/read-through-estimate` counts about 5,100 words of prose (read at 150 words a minute), 37
+# code cells to run (half a minute each), 3 graded exercises (10 minutes each), 3 derivation steps (5 each), 11
+# predictions (2 each) and 0 widgets (5 each), and adds the 12 s the solved notebook took to run on the course's
+# test machine.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
 # `raise NotImplementedError()` with your code, run the cell, then run the checks below it.
@@ -42,8 +45,12 @@
 #
 # **Derivation steps** (section 3) ask for one expression at a time, written as a small function in place
 # of its `...`; the cell below compares it with central finite differences of the forward pass and says
-# what is off. The worked derivation waits in a reveal under each check. **Predictions** ask for a number
-# first (`guess_... = ...`); the next cell measures it and compares.
+# what is off. The worked derivation waits in a reveal under each check.
+#
+# **Predict, then run.** Every experiment starts with a question. Where it asks for a number, write it in
+# place of the `...` of the `guess_... = ...` cell; the cell that measures the answer compares. Where it asks
+# for a statement, write it down (a comment in a new cell will do) before you run the cell. Nothing about a
+# guess is graded, and the answers wait in reveals after the measurement.
 
 # %%
 import matplotlib.pyplot as plt
@@ -61,46 +68,76 @@ np.set_printoptions(precision=4, suppress=True)
 QUICK = quick_run()  # True under nbgrader: demo cells do the least work and figures are not drawn
 
 # %% [markdown]
-# ## 1. The definition
+# ## 1. The definition: derive it from LayerNorm
 #
-# For one token $\mathbf x\in\mathbb R^d$, RMSNorm computes one statistic, the root mean square
-# with $\epsilon$ inside the square root,
+# For one token $\mathbf x\in\mathbb R^d$, LayerNorm ([notebook 01](01_bn_vs_ln.ipynb)) computes the mean
+# $\mu$ and the biased variance $\sigma^2=\frac1d\sum_j(x_j-\mu)^2$, divides $\mathbf x-\mu$ by
+# $\sqrt{\sigma^2+\epsilon}$, then applies a gain $\boldsymbol\gamma$ and a shift $\boldsymbol\beta$. RMSNorm deletes
+# everything that has to do with the mean. Before you open the definition, answer on paper:
 #
-# $$r=\sqrt{\frac1d\sum_{j=1}^d x_j^2+\epsilon},\qquad \hat{\mathbf x}=\frac{\mathbf x}{r},\qquad
-#   \operatorname{RMSNorm}(\mathbf x)=\boldsymbol\gamma\odot\hat{\mathbf x}.$$
+# 1. Set $\mu=0$ in $\sigma^2$. What is left? It measures the token's *size* without any reference to its
+#    centre; its square root (with $\epsilon$) is called the root mean square, $r$.
+# 2. Where must $\epsilon$ go so that the zero token comes out as zero rather than $0/0$, as in LayerNorm?
+# 3. With the mean gone, is there still a job for the shift $\boldsymbol\beta$? How many parameters are left?
+# 4. Test your formula (with $\epsilon=0$, $\boldsymbol\gamma=\mathbf 1$) on three tokens: one feature ($d=1$)
+#    must come out as $\pm1$; $d$ equal entries $c\neq0$ as $\operatorname{sign}(c)\,\mathbf 1$, where LayerNorm
+#    gives $\mathbf 0$; and $a\mathbf x$, for any $a>0$, as the same output as $\mathbf x$.
 #
-# There is no mean, no subtraction and no shift $\boldsymbol\beta$: the only parameter is the
-# gain $\boldsymbol\gamma\in\mathbb R^d$, so an RMSNorm has $d$ parameters where a LayerNorm has
-# $2d$. Compare with LayerNorm's $s=\sqrt{\sigma^2+\epsilon}$: when the token's mean is zero,
-# $\sigma^2$ *is* the mean square and the two norms agree. They differ exactly when the mean is not
-# zero. The cell below runs both on the example $\mathbf x=(2,4,6,8)$, whose mean is 5.
+# **Predict, then run.** For the example $\mathbf x=(2,4,6,8)$, whose mean is 5, and $\epsilon=10^{-6}$: what is
+# $r$? The cell after yours asks PyTorch's `F.rms_norm` for $\hat{\mathbf x}$ (gain 1), reads $r$ off as
+# $x_1/\hat x_1$, and compares; it prints LayerNorm's $\hat{\mathbf x}$ next to it.
+
+# %%
+guess_r_example = ...  # your guess: r for x = (2, 4, 6, 8) and eps = 1e-6
 
 # %%
 x_example = np.array([2.0, 4.0, 6.0, 8.0])
 d = x_example.size
-r = np.sqrt(np.mean(x_example**2) + 1e-6)
-x_hat_rms = x_example / r
-x_hat_ln = (x_example - x_example.mean()) / np.sqrt(x_example.var() + 1e-5)
+x_hat_rms = torch.nn.functional.rms_norm(torch.from_numpy(x_example), (d,), eps=1e-6).numpy()
+x_hat_ln = torch.nn.functional.layer_norm(torch.from_numpy(x_example), (d,), eps=1e-5).numpy()
+r = x_example[0] / x_hat_rms[0]  # x / x_hat is the same number for every entry: one r per token
 
-print(f"mean(x^2) = {np.mean(x_example**2)},  r = {r:.4f}")
+compare(guess_r_example, r, name="r of (2, 4, 6, 8)")
+print(f"r = x_1 / x_hat_1 = {r:.4f}")
 print("RMSNorm x_hat  =", x_hat_rms, f"  sum = {x_hat_rms.sum():.4f}   sum of squares = {np.sum(x_hat_rms**2):.5f}")
 print("LayerNorm x_hat =", x_hat_ln, f"  sum = {x_hat_ln.sum():.1e}  sum of squares = {np.sum(x_hat_ln**2):.5f}")
 
 # %% [markdown]
-# Both outputs have squared norm $d=4$ (up to $\epsilon$). Only LayerNorm's sums to zero: RMSNorm
-# kept the fact that every entry of $\mathbf x$ is positive. That difference is the whole
-# geometry of section 2.
+# <details><summary>The definition (open after you have answered the four questions)</summary>
+#
+# $$r=\sqrt{\frac1d\sum_{j=1}^d x_j^2+\epsilon},\qquad \hat{\mathbf x}=\frac{\mathbf x}{r},\qquad
+#   \operatorname{RMSNorm}(\mathbf x)=\boldsymbol\gamma\odot\hat{\mathbf x}.$$
+#
+# 1. With $\mu=0$ the variance becomes the mean square $\frac1d\sum_j x_j^2$: for $(2,4,6,8)$ it is
+#    $(4+16+36+64)/4=30$, so $r=\sqrt{30+10^{-6}}\approx5.477$, the number printed above.
+# 2. Inside the square root, as in LayerNorm: the zero token is divided by $\sqrt\epsilon$, not by zero.
+# 3. No. Without a mean there is no shift to undo, and the only parameter is the gain
+#    $\boldsymbol\gamma\in\mathbb R^d$: $d$ parameters where a LayerNorm has $2d$.
+# 4. $d=1$: $x_1/|x_1|=\pm1$. Equal entries: $r=|c|$. Scaling: $r$ grows with $a$ and cancels it.
+#
+# When a token's mean is zero, $\sigma^2$ *is* the mean square and the two norms agree; they differ exactly
+# when the mean is not zero.
+# </details>
+#
+# Both outputs above have squared norm $d=4$ (up to $\epsilon$). Only LayerNorm's sums to zero: RMSNorm
+# kept the fact that every entry of $\mathbf x$ is positive. That difference is the whole geometry of
+# section 2.
 
 # %% [markdown]
 # ### Exercise 1 · `rms_norm`
 #
-# Write `rms_norm(x, gamma, eps=1e-6)` for `x` of shape `(..., d)` (one token, a sequence
-# `(T, d)`, a batch `(B, T, d)`, ...) and `gamma` of shape `(d,)`. Every token gets its own $r$.
+# The contract:
 #
-# - Reduce over the features only: `axis=-1, keepdims=True`, so that $r$ has shape `(..., 1)`.
-# - $\epsilon$ goes inside the square root.
-# - Return an array of the same shape **and dtype** as `x`: float64 in, float64 out; float32 in,
-#   float32 out. (Computing the statistics in a wider type and casting back is fine.)
+# - **Signature** `rms_norm(x, gamma, eps=1e-6)`, with the definition you derived above.
+# - **Shapes.** `x` is `(..., d)`: one token `(d,)`, a sequence `(T, d)`, a batch `(B, T, d)`, ...; `gamma` is
+#   `(d,)`. The result has `x`'s shape, and every token gets its own $r$.
+# - **Dtype.** The result has `x`'s dtype: float64 in, float64 out; float32 in, float32 out. (Computing the
+#   statistics in a wider type and casting back is fine.) `x` is not modified.
+# - **Errors.** None of its own: the inputs are always valid.
+#
+# Two questions before you write it. $r$ is one number per token: what shape must it have so that
+# `x / r` divides every token of a `(B, T, d)` batch by its own $r$, and which arguments of the reduction
+# give that shape? And what does your function return for a token of zeros?
 #
 # What the checks ask: for a float64 input, a result within a relative $10^{-9}$ of torch's float64
 # `rms_norm` (the largest error divided by the largest output entry), so no step may run in float32;
@@ -165,10 +202,12 @@ check_rms_norm(rms_norm, shape=(6, 32), tiny_rows=True, seed=23, dtype=np.float3
 # followed by a scaling onto the sphere of radius $\sqrt d$, and measured its invariances with the bar widget
 # (its "show RMSNorm" box adds this notebook's norm to the picture). RMSNorm keeps only the second step:
 # $\lVert\hat{\mathbf x}\rVert^2=d\,m/(m+\epsilon)\approx d$ with $m=\frac1d\sum_j x_j^2$, so its outputs lie on the
-# whole sphere, not on a slice of it. Hence, for every $a>0$ and every constant $c$ (with $\epsilon=0$),
-# $\operatorname{RMSNorm}(a\mathbf x)=\operatorname{RMSNorm}(\mathbf x)$, but
-# $\operatorname{RMSNorm}(\mathbf x+c\mathbf 1)\ne\operatorname{RMSNorm}(\mathbf x)$: the direction $\mathbf 1$ survives
-# like any other. The next cell confirms both with your `rms_norm`, next to PyTorch's LayerNorm.
+# whole sphere, not on a slice of it.
+#
+# **Predict, then run.** The next cell takes three tokens and prints, for LayerNorm and for your `rms_norm`
+# (both with $\epsilon=0$), the largest change of the output when $\mathbf x$ becomes $3\mathbf x$ and when it
+# becomes $\mathbf x+\mathbf 1$. Which of the four numbers are rounding noise (near $10^{-16}$), and which are
+# of order 0.1 to 1? Decide from the geometry, and from question 4 of section 1, before you run it.
 
 # %%
 def layer_norm_torch(x, eps=1e-5):
@@ -191,6 +230,15 @@ for name, norm in [("LayerNorm", lambda x: layer_norm_torch(x, eps=0.0)), ("RMSN
     print(f"  {name}  x -> 3x: {scaled:.1e}    x -> x + 1: {shifted:.1e}")
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Three of the four are rounding noise: both norms ignore $\mathbf x\to3\mathbf x$ (for every $a>0$,
+# $\operatorname{RMSNorm}(a\mathbf x)=\operatorname{RMSNorm}(\mathbf x)$), and LayerNorm ignores $\mathbf x\to\mathbf x+\mathbf 1$
+# because it projects onto the hyperplane first. RMSNorm's shift row is of order one:
+# $\operatorname{RMSNorm}(\mathbf x+c\mathbf 1)\ne\operatorname{RMSNorm}(\mathbf x)$, because the direction $\mathbf 1$
+# survives like any other.
+# </details>
+#
 # A large shift $c\mathbf 1$ takes over the mean square, so $\hat{\mathbf x}\to\operatorname{sign}(c)\,\mathbf 1$. That
 # costs little in practice: nothing in a Transformer makes "the same amount added to every feature" a quantity worth
 # ignoring, and Zhang & Sennrich (2019) found RMSNorm matched LayerNorm's quality in their experiments.
@@ -295,18 +343,26 @@ check_vjp_expression(my_vjp, norm="rms")
 # %% [markdown]
 # ### Exercise 2 · `rms_norm_backward`
 #
-# Write `rms_norm_backward(dy, x, gamma, eps=1e-6)` for `x` and `dy` of shape `(..., d)` and `gamma`
-# of shape `(d,)`. Return the tuple `(dx, dgamma)`: `dx` shaped like `x`, `dgamma` of shape `(d,)`,
-# both with `x`'s dtype: the formulas of the step 3 reveal.
+# The contract:
+#
+# - **Signature** `rms_norm_backward(dy, x, gamma, eps=1e-6)`: the gradients of $\mathcal L$ with respect to `x`
+#   and `gamma`, given `dy` $=\partial\mathcal L/\partial\mathbf y$ for $\mathbf y=$ `rms_norm(x, gamma, eps)`.
+# - **Shapes.** `x` and `dy` are `(..., d)`, `gamma` is `(d,)`. Return the tuple `(dx, dgamma)`: `dx` shaped
+#   like `x`, `dgamma` of shape `(d,)`.
+# - **Dtype.** Both have `x`'s dtype. The inputs are not modified.
+# - **Errors.** None of its own.
+#
+# Your step 3 is `dx` for one token with $\mathbf g=\boldsymbol\gamma\odot$ `dy`. Three questions turn it into the
+# exercise: which reductions of your step 3 must become one per token for a `(B, T, d)` batch, and with what
+# shape? $\gamma_j$ multiplies $\hat x_j$ in every token: for a single token, what is $\partial\mathcal L/\partial\gamma_j$,
+# and for a batch, over which axes of `x` do the tokens' contributions add up (the answer must work for any
+# number of leading axes)? Then open the step 3 reveal, if you have not, and compare.
 #
 # What the checks ask: in float64, `dx` and `dgamma` within a relative $10^{-9}$ of torch's autograd (the
 # largest error divided by the largest entry), and within $10^{-6}$ of central differences of **your**
 # `rms_norm`; for float32 inputs, float32 gradients within $10^{-5}$ of the float64 answer. The inputs
 # include one token, 2 to 4 dimensions, $\epsilon$ up to 1, rows whose RMS ranges from $10^{-6}$ to 10, small
 # tokens with an offset, and a gain with negative entries.
-#
-# *Hint:* recompute $r$ and $\hat{\mathbf x}$ as in the forward pass; reduce over the features with
-# `axis=-1, keepdims=True`; sum `dgamma` over `axis=tuple(range(x.ndim - 1))`.
 #
 # **Stuck?** `hint("rms_norm_backward")` climbs the same ladder as Exercise 1: step 2 after a run of the
 # checks below, step 3 after a failed run since step 2.
@@ -349,16 +405,17 @@ check_rms_norm_backward(rms_norm_backward, shape=(6, 16), tiny_rows=True, seed=3
 # ### What the deleted term changes
 #
 # With $\epsilon=0$, $\lVert\hat{\mathbf x}\rVert^2=d$, so $\mathbf w=\hat{\mathbf x}/\sqrt d$ is a unit
-# vector and $r\mathbf J=\mathbf I-\mathbf w\mathbf w^\top$: an orthogonal projection that removes
-# **one** direction (rank $d-1$), where LayerNorm's removed two (rank $d-2$). Read as properties of
-# the gradient:
+# vector and $r\mathbf J=\mathbf I-\mathbf w\mathbf w^\top$ (the step 2 reveal). LayerNorm's $s\mathbf J$ was the
+# projection that removes two directions, $\mathbf 1$ and $\hat{\mathbf x}$ ([notebook 03](03_backward.ipynb)).
 #
-# 1. **orthogonal to $\mathbf x$** (scaling $\mathbf x$ does not change the output), as for LayerNorm;
-# 2. **not orthogonal to $\mathbf 1$** (shifting $\mathbf x$ does change the output), unlike LayerNorm;
-# 3. **divided by $r$**: a token twice as large gets half the gradient.
-#
-# The next cell checks all three with your `rms_norm_backward`, and builds $\mathbf J$ column by
-# column from it (because $\mathbf J$ is symmetric, `dy` $=\mathbf e_j$ with $\boldsymbol\gamma=\mathbf 1$ returns column $j$).
+# **Predict, then run.** The next cell builds $\mathbf J$ column by column from your `rms_norm_backward`
+# (because $\mathbf J$ is symmetric, `dy` $=\mathbf e_j$ with $\boldsymbol\gamma=\mathbf 1$ returns column $j$) for a token
+# of $d=64$ features, and counts the eigenvalues of $r\mathbf J$ equal to 0. How many? It also prints, for one
+# gradient, `grad` $\cdot\,\mathbf x$, `grad` $\cdot\,\mathbf 1$ and $\lVert$`grad(x)`$\rVert/\lVert$`grad(2x)`$\rVert$: write
+# down which of the first two you expect to be zero, and the value of the ratio.
+
+# %%
+guess_zero_eigenvalues = ...  # your guess: how many eigenvalues of r J are 0, for d = 64
 
 # %%
 g_demo = rng.standard_normal(d_demo)
@@ -371,8 +428,23 @@ print(f"3. |grad(x)| / |grad(2x)| = {np.linalg.norm(grad) / np.linalg.norm(grad_
 r_token = np.sqrt(np.mean(x_token**2))
 J_columns = np.stack([rms_norm_backward(e, x_token, ones, eps=0.0)[0] for e in np.eye(d_demo)], axis=1)
 eigenvalues = np.linalg.eigvalsh(r_token * (J_columns + J_columns.T) / 2)
-print(f"eigenvalues of r J: {np.sum(np.isclose(eigenvalues, 1.0))} equal to 1, "
-      f"{np.sum(np.isclose(eigenvalues, 0.0, atol=1e-9))} equal to 0  (d = {d_demo})")
+zero_eigenvalues = int(np.sum(np.isclose(eigenvalues, 0.0, atol=1e-9)))
+print(f"eigenvalues of r J: {np.sum(np.isclose(eigenvalues, 1.0))} equal to 1, {zero_eigenvalues} equal to 0  "
+      f"(d = {d_demo})")
+compare(guess_zero_eigenvalues, zero_eigenvalues, name="eigenvalues of r J equal to 0")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# **One.** $\mathbf I-\mathbf w\mathbf w^\top$ is an orthogonal projection that removes **one** direction (rank
+# $d-1$), where LayerNorm's removed two (rank $d-2$). Read as properties of the gradient:
+#
+# 1. **orthogonal to $\mathbf x$** (scaling $\mathbf x$ does not change the output), as for LayerNorm: the
+#    first number is rounding noise;
+# 2. **not orthogonal to $\mathbf 1$** (shifting $\mathbf x$ does change the output), unlike LayerNorm;
+# 3. **divided by $r$**: a token twice as large gets half the gradient, so the ratio is 2.
+#
+# </details>
 
 # %% [markdown]
 # ## 4. In PyTorch
@@ -380,6 +452,9 @@ print(f"eigenvalues of r J: {np.sum(np.isclose(eigenvalues, 1.0))} equal to 1, "
 # PyTorch has shipped `nn.RMSNorm` and `F.rms_norm` since version 2.4. We compare them with your
 # functions in float64, so that any difference is a formula difference, and let autograd confirm
 # your backward on a `(2, 3, 8)` batch.
+#
+# **Predict, then run.** If your functions are right, how large will the four printed differences be? Not
+# zero: why not, and roughly what power of ten? Write your answer down first.
 
 # %%
 d_t = 8
@@ -401,9 +476,18 @@ print("max |dx - autograd|          =", f"{np.max(np.abs(dx_mine - x_t.grad.nump
 print("max |dgamma - autograd|      =", f"{np.max(np.abs(dgamma_mine - layer.weight.grad.numpy())):.1e}")
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# A few units of float64's rounding, $10^{-16}$ to $10^{-15}$ for outputs of order one: the same formula
+# evaluated in another order rounds differently. A difference of $10^{-6}$ or more is a formula difference.
+# </details>
+#
 # One trap: `nn.RMSNorm(d)` without `eps=` does **not** use $10^{-6}$. Its default `eps=None` means
 # `torch.finfo(dtype).eps`, about $1.2\times10^{-7}$ in float32 (and $2.2\times10^{-16}$ in float64).
-# For ordinary tokens that is invisible; for a token with a small mean square it is not:
+#
+# **Predict, then run.** The next cell compares `rms_norm(..., eps=1e-6)` with a default `nn.RMSNorm` on a token
+# of RMS about 1 and on one of RMS about $10^{-3}$ (mean square about $10^{-6}$). For which token do you expect a
+# visible difference, and of what size? Use $\sqrt{m+\epsilon}\approx\sqrt m\,(1+\frac{\epsilon}{2m})$ for $m\gg\epsilon$.
 
 # %%
 default_layer = torch.nn.RMSNorm(d_t)  # float32, eps=None
@@ -415,6 +499,15 @@ for token_scale in [1.0, 1e-3]:
         ours = rms_norm(token, np.ones(d_t, dtype=np.float32), eps=1e-6)
         theirs = default_layer(torch.from_numpy(token)).numpy()
     print(f"token RMS ~ {token_scale:g}:  max |rms_norm(eps=1e-6) - nn.RMSNorm(default)| = {np.max(np.abs(ours - theirs)):.1e}")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# For the token of RMS 1 the two values of $\epsilon$ change the output by about
+# $(10^{-6}-1.2\times10^{-7})/2\approx4\times10^{-7}$ of its size, a few units of float32's rounding: invisible in
+# practice (the first line). For the token of RMS $10^{-3}$, $m\approx\epsilon$, the approximation fails and the
+# outputs differ by a sizeable fraction of their size (the second line).
+# </details>
 
 # %% [markdown]
 # ## 5. Statistics in float32
@@ -491,11 +584,16 @@ compare(guess_bf16_total_of_ones, ones_sum["bf16"][-1], name="bfloat16 total of 
 # term below 256 is kept; in between it depends on where the total sits between two powers of two.
 # Too small a sum means too small an $r$, and every output too large.
 #
-# **The fix** is what LLaMA's reference RMSNorm does and what fused kernels do internally:
-# **upcast** the token to float32, compute $r$ and $\mathbf x/r$ there, **cast back** to bfloat16, then
-# apply the gain. The next cell measures four bfloat16 RMSNorms of the same bfloat16 input, $d=4096$,
-# against a float64 reference: the stalled accumulator, torch's operations run directly on bfloat16
-# tensors, the upcast recipe, and the float64 answer rounded to bfloat16 (the best a bfloat16 output can be).
+# **Where should the wider type go?** The model's tensors are bfloat16, and so must the norm's output be.
+# Every bfloat16 number is exact in float32. Of the steps (square, sum, divide by $d$, add $\epsilon$, square root,
+# $\mathbf x/r$, times $\boldsymbol\gamma$), which must run in float32 for the sum not to stall, and at which step
+# may the result go back to bfloat16 without losing more than bfloat16 must lose anyway?
+#
+# **Predict, then run.** The next cell measures four bfloat16 RMSNorms of the same bfloat16 input, $d=4096$,
+# against a float64 reference: the stalled bfloat16 accumulator; torch's operations run directly on bfloat16
+# tensors; everything up to $\mathbf x/r$ in float32, then cast back to bfloat16 ("upcast, normalise, cast
+# back"); and the float64 answer rounded to bfloat16, the best a bfloat16 output can be. Rank the first three
+# by their error, and say which, if any, reaches the last row.
 
 # %%
 errors = bf16_rms_norm_errors(rows=8, d=4096, eps=1e-6)
@@ -506,25 +604,31 @@ for key, label in labels.items():
     print(f"{label:36s} {errors[key]['rel_error']:15.2e} {errors[key]['output_rms']:11.4f}")
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
 # The stalled sum makes the outputs too large by the factor printed in the last column (the right RMS
 # is 1). torch's own bfloat16 operations accumulate the mean in float32 internally, but they round
 # every intermediate to bfloat16 and lose a little more. The upcast recipe reaches the rounding floor:
-# no bfloat16 output can do better. Your Exercise 1 test does the same for float32: the statistics must
-# be at least as precise as the data.
+# no bfloat16 output can do better. It is what LLaMA's reference RMSNorm does and what fused kernels do
+# internally. Your Exercise 1 test asks the same of float32: the statistics must be at least as precise
+# as the data.
+# </details>
 
 # %% [markdown]
 # ### Exercise 3 · `rms_norm_bf16`: a bfloat16 RMSNorm with float32 statistics
 #
-# Write the recipe as a bfloat16 model runs it. The inputs are bfloat16 numbers; numpy has no bfloat16, so they
-# arrive as float32 arrays (what `tensor.float().numpy()` gives), and the stub's first line turns them into the
-# bfloat16 tensors a model holds: `x` of shape `(..., d)` and `gamma` of shape `(d,)`. Compute `y`, a **bfloat16
-# tensor** of `x`'s shape; the stub's last line hands it back as a float32 array.
+# Write your answer to "where should the wider type go?" as a bfloat16 model runs it. The contract:
 #
-# - Upcast: the mean square, $r=\sqrt{m+\epsilon}$ and $\mathbf x/r$ are computed in float32 (or wider), never on
-#   bfloat16 tensors; $\epsilon$ inside the square root, one $r$ per token (`dim=-1, keepdim=True`).
-# - Cast back: `y` is bfloat16. Apply the gain either before the cast, in float32 (Gemma's order, one rounding),
-#   or after it, multiplying the bfloat16 $\mathbf x/r$ by the bfloat16 `gamma` (LLaMA's order, two roundings).
-#   Both are accepted.
+# - **Signature** `rms_norm_bf16(x, gamma, eps=1e-6)`: the RMSNorm of section 1, of bfloat16 activations.
+# - **Inputs.** bfloat16 numbers; numpy has no bfloat16, so they arrive as float32 arrays (what
+#   `tensor.float().numpy()` gives), and the stub's first line turns them into the bfloat16 tensors a model
+#   holds: `x` of shape `(..., d)` and `gamma` of shape `(d,)`.
+# - **Result.** `y`, a **bfloat16 tensor** of `x`'s shape (the stub's last line hands it back as a float32 array).
+#   Its statistics ($m$, $r$ and $\mathbf x/r$) are computed in float32 or wider, never on bfloat16 tensors,
+#   one $r$ per token. The gain may be applied before the cast to bfloat16, in float32 (Gemma's order, one
+#   rounding), or after it, multiplying the bfloat16 $\mathbf x/r$ by the bfloat16 `gamma` (LLaMA's order, two
+#   roundings). Both are accepted.
+# - **Errors.** None of its own.
 #
 # What the checks ask, the rounding floor: every entry of `y` must be what correct rounding to bfloat16 gives,
 # in one of the two orders, starting from the exact (float64) $\gamma_j x_j/r$ of these very bfloat16 inputs;
@@ -586,6 +690,11 @@ for key, label in {**labels, "yours": "your rms_norm_bf16"}.items():
 # point weight decay pulls towards: zero for $\boldsymbol\gamma$, so a gain of one, instead of a gain of
 # zero for a plain $\mathbf w$. (Other models drop parameters altogether: OLMo's first release used a
 # LayerNorm with no learned gain or shift, and PaLM removed every bias from its norms and dense layers.)
+#
+# **Predict, then run.** Gemma's trained $\boldsymbol\gamma$ sits near 0. Loaded by mistake into a layer that
+# multiplies by a plain $\mathbf w$, roughly how large is the output error, for outputs of size about 1? And a
+# gain of 1.5 after 100 steps of weight decay 0.01 (each step multiplies the decayed parameter by 0.99): where
+# does it end in each parameterisation?
 
 # %%
 gemma = gemma_parameterisation(d=64, start_gain=1.5, steps=100, decay=0.01)
@@ -680,6 +789,10 @@ compare(guess_eps_outside_change, measured_outside, name="relative change with e
 #   against five); `F.rms_norm`;
 # - if you set `TIME_COMPILE = True`, `torch.compile` of the two chains, which fuses each into one
 #   loop. It is off by default: its first call compiles, which takes tens of seconds.
+#
+# **Predict, then run.** Which takes longer, the unfused LayerNorm chain or the unfused RMSNorm chain, and by
+# roughly what factor if time follows the number of passes over the array? And will the fused `F.layer_norm`
+# beat the unfused RMSNorm chain, although it does more arithmetic?
 
 # %%
 from normlab.speed import format_speed_table, speed_ratios, speed_table
@@ -732,10 +845,9 @@ if ratios["yours_fraction_of_copy"]:
 # ## 8. Self-test
 #
 # **(a) What is the length of an RMS-normalised token?** Take $\mathbf x\sim\mathcal N(\mathbf 0,\mathbf I_d)$
-# and $\boldsymbol\gamma=\mathbf 1$. The input's squared norm is a sum of $d$ squares: its mean is $d$
-# and its spread is $\sqrt{2d}$, so $\lVert\mathbf x\rVert^2/d\to1$ only as $d\to\infty$. The output's
-# squared norm is $d\,m/(m+\epsilon)$ for **every** input: it is $d$ up to $\epsilon$, at any $d$.
-# The output has length $\sqrt d$, not 1: each feature is of order one, whatever the width.
+# and $\boldsymbol\gamma=\mathbf 1$. **Predict, then run:** is $\lVert\operatorname{RMSNorm}(\mathbf x)\rVert$ about 1 or about
+# $\sqrt d$? And as $d$ grows from 2 to 8192, how far from $d$ can $\lVert\mathbf x\rVert^2$ be for one token, and
+# $\lVert\operatorname{RMSNorm}(\mathbf x)\rVert^2$? The cell draws 200 tokens at each width.
 
 # %%
 widths = 2 ** np.arange(1, 11 if QUICK else 14)
@@ -767,12 +879,21 @@ plt.show()
 print(f"largest deviation of |RMSNorm(x)|^2 / d from 1: {np.max(np.abs(output_sq / widths[:, None] - 1)):.1e}")
 
 # %% [markdown]
+# <details><summary>Answer</summary>
+#
+# About $\sqrt d$, not 1: each feature is of order one, whatever the width. The input's squared norm is a sum of
+# $d$ squares: its mean is $d$ and its spread is $\sqrt{2d}$, so $\lVert\mathbf x\rVert^2/d\to1$ only as
+# $d\to\infty$ (the dotted guide, four spreads). The output's squared norm is $d\,m/(m+\epsilon)$ for **every**
+# input: it is $d$ up to $\epsilon$, at any $d$ (the last line).
+# </details>
+#
 # Consequence for stacked RMSNorms: with $\boldsymbol\gamma=\mathbf 1$ the output already has mean
 # square 1, so a second RMSNorm changes it only by the $\epsilon$ factor. Magnitudes do not grow or
 # shrink through a chain of norms; the gains $\boldsymbol\gamma$ alone set the scale a layer reads.
 #
 # **(b) How many parameters?** A norm has one gain per feature (and LayerNorm one shift per feature),
-# next to a $d\times d$ projection it feeds:
+# next to a $d\times d$ projection it feeds. **Predict, then run:** for $d=4096$, what percentage of that
+# projection's parameters is a LayerNorm?
 
 # %%
 d_model = 4096

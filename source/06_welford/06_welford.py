@@ -31,8 +31,14 @@
 # 5. compute LayerNorm's statistics for a `(T, d)` array with it, one feature at a time and
 #    as a tree of "threads".
 #
-# It takes about 80 minutes, 10 fewer if you skip the optional section 3. The notebook assumes
-# LayerNorm's definition ([notebook 01](01_bn_vs_ln.ipynb)); it stands on its own otherwise.
+# **Time.** About 75 minutes, and about 5 more for the optional part. This is an estimate, not a timing of
+# learners: `tools/read-through-estimate` counts about 4,800 words of prose (read at 150 words a minute), 24
+# code cells to run (half a minute each), 2 graded exercises (10 minutes each), 1 derivation steps (5 each), 2
+# predictions (2 each) and 0 widgets (5 each), and adds the 10 s the solved notebook took to run on the course's
+# test machine.
+#
+# The notebook assumes LayerNorm's definition ([notebook 01](01_bn_vs_ln.ipynb)); it stands on its own
+# otherwise.
 #
 # **Predict, then run.** A few cells ask you for a guess first: write a number in place of the
 # `...` in the `guess_...` cell, run it, then run the cell after it, which measures the answer
