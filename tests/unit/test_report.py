@@ -3,7 +3,7 @@
 - ``grader.grading.autograde.execute`` records a failed test's catalogue ids, ``grader.grading.run.results``
   validates them (fail closed), ``grader.grading.autograde.nbgrader_steps.SaveDiagnoses`` writes them into the
   solution cell's automatic comment;
-- ``grader.grading.report.render``: Wilson intervals against Newcombe (1998); a synthetic class of 1,000
+- ``grader.grading.report``: Wilson intervals against Newcombe (1998); a synthetic class of 1,000
   learners (result files in the real format; each planted mistake is a real wrong implementation
   from tests/mutants/, its ids what the assignment's real test cells named) with planted
   prevalences, pairs, pass rates and attempt logs; privacy (no learner id, small groups
@@ -31,7 +31,9 @@ from grader import catalogue
 from grader.compare import CheckFailed
 from grader.grading.autograde.execute import misconceptions_of, run_test_cell
 from grader.grading.autograde.nbgrader_steps import DIAGNOSIS_HEADING, SaveDiagnoses, diagnosis_lines, with_diagnosis
-from grader.grading.report.render import MIN_GROUP, SUPPRESSED, build_report, neutralise, wilson
+from grader.grading.report.render import build_report
+from grader.grading.report.spreadsheet import neutralise
+from grader.grading.report.statistics import MIN_GROUP, SUPPRESSED, wilson
 from grader.grading.run import results
 from tests.conftest import ROOT, subprocess_env
 
