@@ -6,7 +6,7 @@
 #   make build   regenerate release/, notebooks/, solutions/ from source/*.py
 #   make grade ASSIGNMENT=03_backward            grade submitted/*/ASSIGNMENT
 #   make report ASSIGNMENT=03_backward           class report of its last grading (build/reports/)
-#   make bench   widget latency                  make bench-grade   grading speed
+#   make bench   widget latency                  make bench-grade   grading speed (both rewrite docs/benchmarks.md)
 #   make clean   regenerable files only: never submitted/, autograded/, feedback/ or the gradebook
 PYTHON ?= python3
 VENV := .venv
@@ -87,10 +87,10 @@ report: $(STAMP)
 	$(PY) -m grader report $(ASSIGNMENT) $(REPORT_ARGS)
 
 bench: $(STAMP)
-	$(PY) -m normlab.bench_widget
+	$(PY) -m normlab.bench_widget --mode both --markdown docs/benchmarks.md
 
 bench-grade: $(STAMP)
-	$(PY) -m grader bench-grade
+	$(PY) -m grader bench-grade --markdown docs/benchmarks.md
 
 # A course directory holds a class's work: submitted/ (collected), build/gradebook.db (the
 # grades). Nothing here ever deletes either.

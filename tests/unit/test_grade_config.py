@@ -238,11 +238,13 @@ def test_an_unknown_isolation_mode_stops_the_run_before_any_sandbox(tmp_path, mo
 
 
 def test_the_course_markdown_is_rendered_once_per_process_and_unchanged():
-    """The feedback's markdown2html memoises each (source, attachments): the same HTML, rendered once."""
+    """The feedback's markdown2html, as the course's config names it, memoises each (source, attachments): the same
+    HTML, rendered once."""
     from traitlets.config.loader import PyFileConfigLoader
+    from traitlets.utils.importstring import import_item
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
-    markdown2html = config.HTMLExporter.filters["markdown2html"]
+    markdown2html = import_item(config.HTMLExporter.filters["markdown2html"])  # as nbconvert resolves it
     memo = markdown2html.__globals__["_rendered_markdown"]
     memo.clear()
     cell = {"cell": {"attachments": {}}}
@@ -257,3 +259,22 @@ def test_the_course_markdown_is_rendered_once_per_process_and_unchanged():
     assert len(memo) == 2
     markdown2html(cell, "word " * 30_000)  # a page too big to keep
     assert len(memo) == 2
+
+
+def test_the_course_config_holds_settings_only_and_every_class_it_names_imports():
+    """nbgrader_config.py is the course's settings: no class or function is defined there (the preprocessors and
+    filters live in grader/grading/feedback/), and every dotted name it configures resolves."""
+    import ast
+
+    from traitlets.config.loader import PyFileConfigLoader
+    from traitlets.utils.importstring import import_item
+
+    tree = ast.parse((ROOT / "nbgrader_config.py").read_text())
+    defined = [node.name for node in ast.walk(tree) if isinstance(node, (ast.ClassDef, ast.FunctionDef))]
+    assert not defined, f"nbgrader_config.py defines {defined}: move them into the grader package"
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    named = [*config.GenerateFeedback.preprocessors, *config.HTMLExporter.preprocessors,
+             *config.HTMLExporter.filters.values()]
+    assert len(named) == 5
+    for name in named:
+        assert callable(import_item(name)), name

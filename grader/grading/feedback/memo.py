@@ -2,7 +2,7 @@
 
 A class's feedback pages repeat themselves: the same given code cells, the same prose. The feedback
 workers' code highlighting (``highlight_cache``) and the course's markdown rendering
-(``nbgrader_config.markdown2html``) each keep what they rendered here. The key is a digest, so a
+(``grader.grading.feedback.sanitise.markdown2html``) each keep what they rendered here. The key is a digest, so a
 learner's huge cell costs 64 characters of key; a page too big is rendered, not kept; the least
 recently used pages go first once the memo holds too many pages or too many characters in all (a
 long-lived process, the formgrader, keeps only recent ones).
