@@ -17,7 +17,8 @@ from grader.grading.export.command import main as export_main
 from grader.grading.export.gradebook import GradebookError, format_points, read_class
 from grader.grading.export.roster import Learner, RosterError, parse_roster, reconcile
 
-pytestmark = pytest.mark.filterwarnings("ignore:Object of type <Submitted")
+# slow: a real nbgrader gradebook built per module (~8 s)
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Object of type <Submitted")]
 
 A, B = "03_backward", "04_rmsnorm"
 ROSTER = (

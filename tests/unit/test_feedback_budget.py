@@ -109,6 +109,7 @@ def test_budget_stops_python_and_regexes(work):
     assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
 
 
+@pytest.mark.slow  # a real kernel killed by its budget (~4 s)
 def test_budget_kernel_kills_what_python_cannot_stop():
     pid = os.fork()
     if pid == 0:  # a worker whose Python never sees the timer: the kernel's CPU limit ends it

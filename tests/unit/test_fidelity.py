@@ -453,6 +453,7 @@ def test_every_output_is_capped_by_the_worker(small_box):
     valid_outputs(reply["outputs"])
 
 
+@pytest.mark.slow  # a real kernel and thousands of outputs (~4 s)
 def test_a_cell_with_thousands_of_outputs_keeps_a_bounded_number(small_box):
     reply = ok(small_box, "from IPython.display import display\nfor i in range(5000):\n    display(i)\n")
     assert len(reply["outputs"]) <= 100 and "more outputs not kept" in reply["outputs"][-1]["text"]

@@ -9,6 +9,9 @@ from grader.course.build import tool_environment
 from grader.grading.autograde import gradebook_engines
 from grader.grading.seams.nbgrader import install_gradebook_engine
 
+# slow: real nbgrader gradebooks (~15 s)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def empty_gradebook(tmp_path_factory):

@@ -7,6 +7,9 @@ from grader.compare import CheckFailed
 from grader.grading.sandbox import protocol
 from tests.implementations import define_in_sandbox
 
+# slow: a real grading sandbox (~8 s to start)
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("value", [None, True, 3, -2**70, 1.5, float("inf"), "text", (1, "a"), [1.0, [2]],
                                    {"k": (1, 2)}, np.arange(6, dtype=np.int32).reshape(2, 3), np.float32(2.5)])

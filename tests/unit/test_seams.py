@@ -80,6 +80,7 @@ def test_public_apis_only_switches_every_speed_patch_off(fresh_verdicts, monkeyp
     assert speed and not any(seams.enabled(p) for p in speed)
 
 
+@pytest.mark.slow  # a grading run in a subprocess (~14 s)
 def test_a_broken_correctness_seam_stops_grading_before_anything_executes(tmp_path):
     """``grader grade`` exits 2 with the library named; no sandbox starts, nothing is written to the gradebook."""
     script = (

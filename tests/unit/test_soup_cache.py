@@ -61,6 +61,7 @@ def random_cell(rng: random.Random, pool: list[str]) -> str:
     return "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 8)))
 
 
+@pytest.mark.slow  # hundreds of random pages through nbconvert (~25 s)
 def test_random_pages_read_the_same_as_after_nbconvert_pass(monkeypatch):
     monkeypatch.setattr(soup_cache, "MEMO", type(soup_cache.MEMO)(4096, 400_000, 32_000_000))
     rng = random.Random(20261206)
