@@ -78,6 +78,7 @@ def test_the_paragraph_round_trips_through_stated():
                              "seconds": 12}
 
 
+@pytest.mark.slow  # a fresh interpreter in a subprocess
 def test_the_tool_prints_every_notebook():
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "read-through-estimate")], capture_output=True,
                           text=True, cwd=ROOT, env=subprocess_env(), timeout=120)
