@@ -130,10 +130,10 @@ def alive(processes: dict[int, str]) -> list[int]:
 
 
 def _default_zygote_pids() -> set[int]:
-    """This test process's own warm zygote (grader.grading.sandbox.client.default_zygote), which lives as long
+    """This test process's own warm zygote (grader.grading.sandbox.zygote_client.default_zygote), which lives as long
     as the process by design, and its sandboxes: not a leak."""
-    client = sys.modules.get("grader.grading.sandbox.client")
-    zygote = getattr(client, "_default_zygote", None)
+    zygote_client = sys.modules.get("grader.grading.sandbox.zygote_client")
+    zygote = getattr(zygote_client, "_default_zygote", None)
     process = getattr(zygote, "process", None)
     return {process.pid, *descendants(process.pid)} if process is not None else set()
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader.grading.sandbox import client, isolation  # noqa: E402 - after the sys.path insert
+from grader.grading.sandbox import client, isolation, zygote_client  # noqa: E402 - after the sys.path insert
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox confines on Linux only")
 SLOT_UID = 61990  # like grade's 61000 + slot, out of the way of other tests' sandboxes
@@ -298,7 +298,7 @@ def test_memory_hog_is_killed_alone(scratch):
                          "    hog.append(np.ones(256 * 2**20 // 8))\nprint(len(hog))")
     finally:
         box.close()
-    assert client.default_zygote().process.poll() is None, "the zygote survived"
+    assert zygote_client.default_zygote().process.poll() is None, "the zygote survived"
     with client.Sandbox(mode="auto", uid=SLOT_UID, scratch=Path(scratch)) as again:
         assert run_json(again, "print(6 * 7)") == 42
 
@@ -372,7 +372,7 @@ def unprivileged_main() -> None:
         report["user_mode"] = str(error)
     report["leftovers"] = os.listdir(scratch)
     shutil.rmtree(scratch, ignore_errors=True)
-    client.default_zygote().close()  # and wait for it: the user is deleted next
+    zygote_client.default_zygote().close()  # and wait for it: the user is deleted next
     print("REPORT " + json.dumps(report))
 
 
@@ -444,7 +444,7 @@ def test_packages_that_live_under_tmp_stay_visible(scratch, tmp_path, monkeypatc
     shutil.copytree(ROOT / "grader", tmp_path / "grader", ignore=shutil.ignore_patterns("__pycache__"))
     Path(tmp_path, "grader", "MARKER_UNDER_TMP").write_text("here")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    zygote = client.Zygote()
+    zygote = zygote_client.Zygote()
     try:
         with client.Sandbox(mode="auto", uid=SLOT_UID, scratch=scratch, zygote=zygote) as box:
             seen = run_json(box, "import json, grader, os\n"
@@ -471,7 +471,7 @@ def test_secret_folders_inside_an_allowed_path_stay_hidden(scratch, tmp_path, mo
     for folder in [tmp_path / "exchange", *inbound.relative_to(tmp_path / "exchange").parents]:
         os.chmod(tmp_path / "exchange" / folder, 0o755)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # a sys.path entry: bound into every sandbox
-    zygote = client.Zygote()
+    zygote = zygote_client.Zygote()
     try:
         with client.Sandbox(mode="auto", uid=SLOT_UID, scratch=scratch, zygote=zygote,
                             hidden=[str(tmp_path / "exchange")]) as box:
@@ -491,7 +491,7 @@ def test_secret_folders_inside_an_allowed_path_stay_hidden(scratch, tmp_path, mo
 
 
 def test_every_exchange_any_nbgrader_config_names_is_hidden(tmp_path, monkeypatch):
-    from grader.grading.run.pipeline import DEFAULT_EXCHANGE, secret_folders
+    from grader.grading.run.course_setup import DEFAULT_EXCHANGE, secret_folders
 
     (tmp_path / "global").mkdir()
     (tmp_path / "global" / "nbgrader_config.py").write_text("c = get_config()\nc.Exchange.root = '/opt/hub/exchange'\n")

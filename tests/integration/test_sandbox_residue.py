@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader.grading.sandbox import client, isolation  # noqa: E402 - after the sys.path insert
+from grader.grading.sandbox import client, isolation, zygote_client  # noqa: E402 - after the sys.path insert
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox confines on Linux only")
 SLOT_UID = 61970  # like grade's 61000 + slot; not test_isolation's (61990, 61991): both may run at once
@@ -141,7 +141,7 @@ def residue_of(uid: int, scratch: str | None = None) -> dict:
 
 @pytest.fixture(scope="module")
 def zygote():
-    warm = client.Zygote()
+    warm = zygote_client.Zygote()
     yield warm
     warm.close()
 
@@ -487,7 +487,7 @@ def test_nothing_of_the_sandbox_uids_is_left_after_a_grading_run(scratch):
     file of a sandbox uid is on the machine."""
     slots = {SLOT_UID + 2: "auto", SLOT_UID + 3: "basic"}
     in_child(lambda: add_key("answer", b"42", isolation.KEY_SPEC_USER_KEYRING), SLOT_UID + 3)  # an older run's
-    run = client.Zygote()
+    run = zygote_client.Zygote()
     try:
         for uid, mode in slots.items():
             with client.Sandbox(mode=mode, uid=uid, scratch=Path(scratch), zygote=run) as box:
@@ -505,7 +505,7 @@ def userns_main() -> None:
     mine = add_key("instructor-own", b"kept", isolation.KEY_SPEC_USER_KEYRING)  # the instructor's own key
     report["keys_before"] = [line.split()[0] + " " + line.split()[8] for line in open("/proc/keys")]
     scratch = tempfile.mkdtemp(prefix="lncourse-test-residue-")
-    run = client.Zygote()
+    run = zygote_client.Zygote()
     try:
         with client.Sandbox(mode="auto", uid=SLOT_UID, scratch=Path(scratch), zygote=run) as first:
             report["mode"] = first.isolation["mode"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.sandbox import client
+from grader.grading.sandbox import client, zygote_client
 from tests.integration.test_isolation import run_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")]
@@ -46,7 +46,7 @@ def gone(pid: int, seconds: float = 10.0) -> bool:
 
 @pytest.fixture
 def factory():
-    made = client.ZygoteFactory()
+    made = zygote_client.ZygoteFactory()
     yield made
     made.close()
 
@@ -61,14 +61,14 @@ def scratch():
     assert not leftovers, f"sandboxes left their folders behind: {leftovers}"
 
 
-def sandbox(zygote: client.Zygote, scratch: Path) -> client.Sandbox:
+def sandbox(zygote: zygote_client.Zygote, scratch: Path) -> client.Sandbox:
     return client.Sandbox(mode="auto", uid=SLOT_UID, scratch=scratch, zygote=zygote)
 
 
 def test_each_client_gets_a_zygote_of_its_own_forked_from_the_factory(factory, scratch):
     info = os.stat(factory.folder)
     assert stat.S_IMODE(info.st_mode) == 0o700 and info.st_uid == os.getuid()
-    first, second = client.Zygote(factory=factory.path), client.Zygote(factory=factory.path)
+    first, second = zygote_client.Zygote(factory=factory.path), zygote_client.Zygote(factory=factory.path)
     try:
         with sandbox(first, scratch) as a, sandbox(second, scratch) as b:
             assert run_json(a, "print(6 * 7)") == 42
@@ -82,7 +82,7 @@ def test_each_client_gets_a_zygote_of_its_own_forked_from_the_factory(factory, s
 
 
 def test_a_closed_client_takes_its_zygote_and_sandboxes_with_it(factory, scratch):
-    zygote = client.Zygote(factory=factory.path)
+    zygote = zygote_client.Zygote(factory=factory.path)
     box = sandbox(zygote, scratch)
     sandbox_pid, zygote_pid = box.pid, parent_of(box.pid)
     zygote.close()  # as when a grading slot exits with a notebook still running
@@ -90,14 +90,14 @@ def test_a_closed_client_takes_its_zygote_and_sandboxes_with_it(factory, scratch
     assert not zygote.alive()
     box.close()  # the grader's own teardown still ends without raising, and removes the folder
     assert not box.workdir.exists()
-    with sandbox(client.Zygote(factory=factory.path), scratch) as again:  # the factory serves on
+    with sandbox(zygote_client.Zygote(factory=factory.path), scratch) as again:  # the factory serves on
         assert run_json(again, "print(1 + 1)") == 2
         again.zygote.close()
 
 
 def test_the_factory_exits_with_its_owner_and_leaves_no_socket(scratch):
-    made = client.ZygoteFactory()
-    zygote = client.Zygote(factory=made.path)
+    made = zygote_client.ZygoteFactory()
+    zygote = zygote_client.Zygote(factory=made.path)
     made.control.close()  # what the kernel does when the grader dies, however it dies
     assert gone(made.process.pid)
     assert not os.path.exists(made.folder), "the factory removes its socket and folder"
@@ -118,7 +118,7 @@ def test_the_factory_serves_no_other_user(factory):
             os.setgid(65534)
             os.setuid(65534)
             try:
-                client.Zygote(factory=factory.path)
+                zygote_client.Zygote(factory=factory.path)
                 code = 1  # served
             except client.SandboxError:
                 code = 0  # connected, then refused
@@ -133,9 +133,9 @@ def test_the_factory_serves_no_other_user(factory):
 def test_a_slot_starts_its_own_zygote_when_the_factory_is_gone(factory, monkeypatch, scratch):
     path = factory.path
     factory.close()
-    monkeypatch.setattr(client, "_default_zygote", None)
-    monkeypatch.setattr(client, "_factory_path", path)
-    zygote = client.default_zygote()
+    monkeypatch.setattr(zygote_client, "_default_zygote", None)
+    monkeypatch.setattr(zygote_client, "_factory_path", path)
+    zygote = zygote_client.default_zygote()
     try:
         assert zygote.process is not None and zygote.alive()
         with sandbox(zygote, scratch) as box:
@@ -152,18 +152,18 @@ def test_a_factory_that_accepts_but_never_answers_costs_a_slot_seconds_not_the_r
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     silent.bind(path)
     silent.listen()
-    monkeypatch.setattr(client, "FACTORY_READY_SECONDS", 0.5)
-    monkeypatch.setattr(client, "_default_zygote", None)
-    monkeypatch.setattr(client, "_factory_path", path)
+    monkeypatch.setattr(zygote_client, "FACTORY_READY_SECONDS", 0.5)
+    monkeypatch.setattr(zygote_client, "_default_zygote", None)
+    monkeypatch.setattr(zygote_client, "_factory_path", path)
     try:
-        stuck = client.Zygote(wait=False, factory=path)
+        stuck = zygote_client.Zygote(wait=False, factory=path)
         with pytest.raises(client.SandboxError, match="did not answer"):
             stuck.wait_ready()
         stuck.close()
-        assert client._factory_path is None, "the slot keeps asking a factory that does not answer"
-        monkeypatch.setattr(client, "_factory_path", path)
+        assert zygote_client._factory_path is None, "the slot keeps asking a factory that does not answer"
+        monkeypatch.setattr(zygote_client, "_factory_path", path)
         started = time.monotonic()
-        zygote = client.default_zygote()  # what a slot's initializer calls: its own zygote, not an error
+        zygote = zygote_client.default_zygote()  # what a slot's initializer calls: its own zygote, not an error
         assert time.monotonic() - started < 120
         try:
             assert zygote.process is not None

@@ -127,7 +127,7 @@ def grade_notebook(course: Path, submission: Path, assignment: str, student: str
     from grader.grading.autograde.nbgrader_steps import run_phase
     from grader.grading.config import grade_config
     from grader.grading.run import intake, jobs, results
-    from grader.grading.run.pipeline import load_config, sandbox_options, secret_folders
+    from grader.grading.run.course_setup import load_config, sandbox_options, secret_folders
     from grader.grading.slots.execution_slot import sandbox_uid
 
     started = time.monotonic()
@@ -218,12 +218,12 @@ def recorded_grades(config, course: Path, assignment: str, student: str) -> dict
 
 def stop_sandboxes() -> None:
     """End this process's zygote (the one ``run_job`` started), so the host's process exits cleanly."""
-    from grader.grading.sandbox import client
+    from grader.grading.sandbox import zygote_client
 
-    zygote = getattr(client, "_default_zygote", None)
+    zygote = getattr(zygote_client, "_default_zygote", None)
     if zygote is not None:
         try:
             zygote.close()
         except Exception:  # noqa: BLE001 - it dies with this process anyway
             pass
-        client._default_zygote = None
+        zygote_client._default_zygote = None

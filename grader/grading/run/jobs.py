@@ -214,7 +214,7 @@ def run_job(job_text: str, sandbox_uid: int | None = None, attempts: int = 2) ->
     launcher died, gets one fresh zygote and one more try (``attempts``).
     """
     from grader.grading.autograde.execute import execute_submission
-    from grader.grading.sandbox import client
+    from grader.grading.sandbox import zygote_client
 
     job = Job.from_json(job_text)
     who = {"assignment": job.assignment, "student": job.student, "notebook": job.notebook}
@@ -226,7 +226,7 @@ def run_job(job_text: str, sandbox_uid: int | None = None, attempts: int = 2) ->
         result = execute_submission(job.notebook_path, job.source_path, options, who=who)
         if (result["isolation"] is not None and not result.get("retry")) or attempt == attempts - 1:
             break
-        client._default_zygote = None  # no sandbox started, or its zygote died: once more with a fresh one
+        zygote_client._default_zygote = None  # no sandbox started, or its zygote died: once more with a fresh one
     result["job"] = job.identity()
     return json.dumps(result)
 

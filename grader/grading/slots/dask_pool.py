@@ -170,7 +170,7 @@ def _setup_worker() -> int:
             slots.claim_slot()
             import grader.grading.autograde.execute  # noqa: F401 - imported once, before the first job
             from grader import oracles
-            from grader.grading.sandbox.client import default_zygote
+            from grader.grading.sandbox.zygote_client import default_zygote
 
             oracles._torch()
             default_zygote()

@@ -28,7 +28,7 @@ def init_slot(factory: str | None = None, lifeline=None):
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler is for the parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which stops the workers
     slots.claim_slot()
-    from grader.grading.sandbox.client import default_zygote, use_factory
+    from grader.grading.sandbox.zygote_client import default_zygote, use_factory
 
     use_factory(factory)
     default_zygote(wait=False)  # a zygote of its own imports torch for the learners' code while this worker
@@ -87,7 +87,7 @@ class ProbeResult:
 
 def probe(options: dict) -> ProbeResult:
     """Start one sandbox with the class's options and run one cell (no learner code runs)."""
-    from grader.grading.sandbox import client
+    from grader.grading.sandbox import client, zygote_client
 
     problem = None
     for _ in range(2):  # a zygote that died under us gets one fresh start
@@ -102,7 +102,7 @@ def probe(options: dict) -> ProbeResult:
             return ProbeResult(None, level)
         except client.SandboxError as error:
             problem = str(error)
-            client._default_zygote = None
+            zygote_client._default_zygote = None
     return ProbeResult(problem)
 
 

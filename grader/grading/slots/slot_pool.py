@@ -34,7 +34,7 @@ _lifeline_pipe = None  # (read end, write end): the write end stays in the coord
 def zygote_factory_path() -> str | None:
     """The socket of this process's warm zygote factory (started now if need be); None if it cannot start."""
     global _zygote_factory
-    from grader.grading.sandbox.client import ZygoteFactory
+    from grader.grading.sandbox.zygote_client import ZygoteFactory
 
     if _zygote_factory is None or not _zygote_factory.alive():
         try:
