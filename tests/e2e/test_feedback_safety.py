@@ -196,7 +196,7 @@ def formgrade_page(course, student: str):
     from nbgrader.server_extensions.formgrader import handlers
     from traitlets.config import Config
 
-    from grader.grading.run.pipeline import load_config
+    from grader.grading.run.course_setup import load_config
 
     config = load_config(course)
     formgrader = Config()

@@ -85,7 +85,7 @@ def test_when_no_sandbox_can_start_nothing_is_scored(tmp_path):
 
 
 def test_a_course_directory_others_can_enter_is_pointed_out():
-    from grader.grading.run.pipeline import exposure_warning
+    from grader.grading.run.course_setup import exposure_warning
 
     home = Path(tempfile.mkdtemp(prefix="lncourse-test-home-"))  # under /tmp: every folder above lets others in
     try:

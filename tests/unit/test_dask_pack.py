@@ -78,7 +78,7 @@ def test_a_worker_running_another_grader_or_environment_refuses_the_job(job, tmp
 
 
 class _FakeCluster:
-    """What ``grader.grading.run.pipeline._dask_pool`` asks of a ``DaskPool``: two workers, one of another grader."""
+    """What ``grader.grading.run.grading_run._dask_pool`` asks of a ``DaskPool``: two workers, one of another grader."""
 
     def __init__(self, address, connect_seconds):
         pass
@@ -93,14 +93,14 @@ class _FakeCluster:
 
 
 def test_the_coordinator_refuses_a_cluster_with_a_worker_of_another_grader(monkeypatch):
-    from grader.grading.run import pipeline
+    from grader.grading.run import grading_run
     monkeypatch.setattr(dask_pool, "DaskPool", _FakeCluster)
-    _, problem = pipeline._dask_pool("tcp://x:1", {}, 1.0, grader_version("pin"), "pin")
+    _, problem = grading_run._dask_pool("tcp://x:1", {}, 1.0, grader_version("pin"), "pin")
     assert problem and "tcp://b:1" in problem and "tcp://a:1" not in problem and "constraints.txt" in problem
     monkeypatch.setattr(_FakeCluster, "reports", lambda self, options, pinned: {
         "tcp://a:1": {"host": "a", "slot": 0, "problem": None, "isolation": "userns",
                       "grader": grader_version(pinned)}})
-    assert pipeline._dask_pool("tcp://x:1", {}, 1.0, grader_version("pin"), "pin")[1] is None
+    assert grading_run._dask_pool("tcp://x:1", {}, 1.0, grader_version("pin"), "pin")[1] is None
 
 
 def test_a_dead_workers_scratch_is_swept_and_a_live_ones_kept(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from grader.grading.feedback import highlight_cache, output_budget
 from grader.grading.feedback import pages as feedback_pages
 from grader.grading.feedback.pages import KEPT_FILES, Budget, OverBudget, clean_folder, sweep
-from grader.grading.run.pipeline import load_config
+from grader.grading.run.course_setup import load_config
 from tests.conftest import ROOT
 
 HOSTILE = "<script>alert('learner')</script>"
@@ -169,8 +169,8 @@ def test_output_budget_cuts_outputs_but_keeps_types():
 
 
 def _killed_by_its_budget(root: str) -> None:
-    from grader.grading.run import pipeline
-    marker = pipeline._feedback_marker(root, "03_backward", os.getpid())
+    from grader.grading.run import feedback_work
+    marker = feedback_work.feedback_marker(root, "03_backward", os.getpid())
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text('{"student": "ann", "started": 0}')
     os.kill(os.getpid(), signal.SIGXCPU)
@@ -183,7 +183,7 @@ def test_the_coordinator_names_the_learner_whose_worker_its_budget_killed(tmp_pa
     from concurrent.futures.process import BrokenProcessPool
     from types import SimpleNamespace
 
-    from grader.grading.run.pipeline import GradingRun
+    from grader.grading.run.feedback_work import FeedbackWork
 
     pool = ProcessPoolExecutor(max_workers=2)
     try:
@@ -191,7 +191,7 @@ def test_the_coordinator_names_the_learner_whose_worker_its_budget_killed(tmp_pa
             pool.submit(_killed_by_its_budget, str(tmp_path)).result(timeout=60)
         for process in pool._processes.values():
             process.join(10)
-        run = SimpleNamespace(root=tmp_path, assignment="03_backward", feedback_pool=pool)
-        assert set(GradingRun._over_budget_workers(run).values()) == {"ann"}
+        work = SimpleNamespace(root=tmp_path, assignment="03_backward", pool=pool)
+        assert set(FeedbackWork.over_budget_workers(work).values()) == {"ann"}
     finally:
         pool.shutdown(wait=False)

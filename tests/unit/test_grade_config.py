@@ -133,7 +133,7 @@ def test_every_setting_has_help_and_help_all_lists_it():
 def test_the_cell_timeout_has_one_definition(tmp_path, monkeypatch):
     from traitlets.config.loader import PyFileConfigLoader
 
-    from grader.grading.run.pipeline import sandbox_options
+    from grader.grading.run.course_setup import sandbox_options
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
     assert config.Execute.timeout == config.GradeConfig.cell_timeout  # plain nbgrader gets the same limit
@@ -207,7 +207,7 @@ def test_notebooks_are_validated_once_per_step_and_still_refused_when_invalid(tm
     import nbformat
     from nbconvert.exporters import NotebookExporter
 
-    from grader.grading.run.pipeline import load_config
+    from grader.grading.run.course_setup import load_config
 
     config = load_config(_course(tmp_path, ""))
     assert config.Exporter.optimistic_validation is True  # after the last preprocessor, not after each

@@ -9,7 +9,7 @@ import pytest
 from traitlets.config import Config
 
 from grader.grading.autograde.nbgrader_steps import gradebook_has_assignment
-from grader.grading.run import pipeline
+from grader.grading.run import course_setup
 
 ASSIGNMENT = "03_backward"
 
@@ -61,6 +61,6 @@ def test_prepare_builds_only_an_assignment_the_gradebook_lacks(tmp_path, monkeyp
     gradebook_with(db, [ASSIGNMENT] if recorded else ["04_rmsnorm"])
     built = []
     monkeypatch.setattr("grader.course.build.build", lambda root, assignments: built.append(assignments))
-    pipeline._prepare(tmp_path, ASSIGNMENT, config_for(db))
+    course_setup.prepare(tmp_path, ASSIGNMENT, config_for(db))
     assert built == ([] if recorded else [[ASSIGNMENT]])
     assert ("not in the gradebook" in capsys.readouterr().err) is not recorded

@@ -25,7 +25,7 @@ import pytest
 
 from grader.grading.autograde.execute import execute_submission
 from grader.grading.config import GradeConfig
-from grader.grading.run import pipeline, results
+from grader.grading.run import feedback_work, grading_run, pipeline, results
 from grader.grading.run.jobs import Job, ResultCache
 from grader.grading.slots import execution_slot
 
@@ -82,8 +82,8 @@ class FakeNbgrader:
         (Path(work) / "submitted" / student / assignment).mkdir(parents=True, exist_ok=True)
         return []
 
-    def phases(self) -> pipeline.Phases:
-        return pipeline.Phases(run_phase=self.run_phase, mirror=self.mirror)
+    def phases(self) -> grading_run.Phases:
+        return grading_run.Phases(run_phase=self.run_phase, mirror=self.mirror)
 
 
 # -- fake workers and pools ----------------------------------------------------------------------
@@ -160,7 +160,7 @@ class Workers:
             self.executions.append((job.student, job.notebook))
             self.events.append(("execute", job.student))
             return self.execute(job, self.executions.count((job.student, job.notebook))), 0.01
-        if fn is pipeline._feedback_task:
+        if fn is feedback_work.feedback_task:
             root, assignment, student = args[0]
             return student, None
         raise AssertionError(f"unexpected submission {fn!r}")
@@ -182,13 +182,13 @@ class Harness:
         self.nbgrader = FakeNbgrader(self.events)
         self.workers = Workers(self.events, **workers)
 
-    def grade(self, students: list[str]) -> tuple[pipeline.GradingRun, str | None]:
+    def grade(self, students: list[str]) -> tuple[grading_run.GradingRun, str | None]:
         settings = GradeConfig(jobs=2, grader_version="test-grading-run", isolation="auto")
-        run = pipeline.GradingRun(self.root, ASSIGNMENT, settings, config={}, pool_factory=self.workers.pool,
+        run = grading_run.GradingRun(self.root, ASSIGNMENT, settings, config={}, pool_factory=self.workers.pool,
                                   feedback_pool_factory=self.workers.feedback_pool, phases=self.nbgrader.phases())
         return run, run.run(students)
 
-    def job(self, run: pipeline.GradingRun, student: str, notebook: str) -> Job:
+    def job(self, run: grading_run.GradingRun, student: str, notebook: str) -> Job:
         """The job the run made for a learner's notebook (the same inputs give the same key)."""
         sanitised = self.root / "autograded" / student / ASSIGNMENT / f"{notebook}.ipynb"
         return Job.make(ASSIGNMENT, student, notebook, sanitised,
@@ -253,8 +253,8 @@ def test_a_result_for_another_job_is_refused_rerun_then_scores_zero(course):
     harness = Harness(course, execute=_forged_for(("ada", "nb1")))
     run, problem = harness.grade(["ada"])
     assert problem is None
-    assert harness.workers.executions.count(("ada", "nb1")) == pipeline.MAX_ATTEMPTS
-    assert run.refused == ["ada/nb1: returned the result was produced for another job"] * pipeline.MAX_ATTEMPTS
+    assert harness.workers.executions.count(("ada", "nb1")) == grading_run.MAX_ATTEMPTS
+    assert run.refused == ["ada/nb1: returned the result was produced for another job"] * grading_run.MAX_ATTEMPTS
     assert run.executed == [("ada", "nb2")]
     assert not harness.result_path("ada", "nb1").exists() and harness.result_path("ada", "nb2").exists()
     assert ResultCache(run.cache.folder).get(harness.job(run, "ada", "nb1")) == (None, None)
@@ -283,11 +283,11 @@ def test_a_broken_pool_is_rebuilt_and_what_it_held_runs_again(course):
 
 
 def test_a_notebook_that_breaks_the_pool_twice_scores_zero(course):
-    harness = Harness(course, execute=_breaking(("ada", "nb1"), times=pipeline.MAX_ATTEMPTS))
+    harness = Harness(course, execute=_breaking(("ada", "nb1"), times=grading_run.MAX_ATTEMPTS))
     run, problem = harness.grade(["ada", "bob"])
     assert problem is None
-    assert harness.workers.executions.count(("ada", "nb1")) == pipeline.MAX_ATTEMPTS
-    assert len(harness.workers.pools) == 1 + pipeline.MAX_ATTEMPTS
+    assert harness.workers.executions.count(("ada", "nb1")) == grading_run.MAX_ATTEMPTS
+    assert len(harness.workers.pools) == 1 + grading_run.MAX_ATTEMPTS
     assert harness.messages()["ada"] == [f"nb1: {ZERO}"]
     assert not harness.result_path("ada", "nb1").exists()
     assert harness.result_path("ada", "nb2").exists() and harness.messages()["bob"] == []
@@ -320,12 +320,12 @@ def _broken_at_submit(harness: "Harness", times: int) -> None:
 
 def test_a_job_sent_to_an_already_broken_pool_costs_no_attempt(course):
     """The job never ran: it goes to a fresh pool uncharged, so breaking its worker once more still gives full marks."""
-    harness = Harness(course, execute=_breaking(("ada", "nb1"), times=pipeline.MAX_ATTEMPTS - 1))
+    harness = Harness(course, execute=_breaking(("ada", "nb1"), times=grading_run.MAX_ATTEMPTS - 1))
     _broken_at_submit(harness, times=1)
     run, problem = harness.grade(["ada"])
     assert problem is None and harness.messages()["ada"] == []
     assert sorted(run.executed) == [("ada", nb) for nb in NOTEBOOKS]
-    assert harness.workers.pools[0].closed and len(harness.workers.pools) == 1 + 1 + (pipeline.MAX_ATTEMPTS - 1)
+    assert harness.workers.pools[0].closed and len(harness.workers.pools) == 1 + 1 + (grading_run.MAX_ATTEMPTS - 1)
 
 
 def test_pools_that_are_always_broken_end_the_run_with_zero(course):
@@ -403,10 +403,10 @@ def test_a_second_assignment_keeps_the_first_ones_warm_pools_and_checked_sandbox
     harness.workers.answer = lambda fn, args: ((probes.append(1) if fn is execution_slot.probe else None)
                                                or answer(fn, args))
     settings = GradeConfig(jobs=2, grader_version="test-grading-run", isolation="auto")
-    first = pipeline.GradingRun(course, ASSIGNMENT, settings, config={}, pool_factory=harness.workers.pool,
+    first = grading_run.GradingRun(course, ASSIGNMENT, settings, config={}, pool_factory=harness.workers.pool,
                                 feedback_pool_factory=harness.workers.feedback_pool, phases=harness.nbgrader.phases())
     assert first.run(["ada"]) is None
-    second = pipeline.GradingRun(course, "B", settings, config={}, phases=harness.nbgrader.phases(), after=first)
+    second = grading_run.GradingRun(course, "B", settings, config={}, phases=harness.nbgrader.phases(), after=first)
     assert second.run(["ada", "bob"]) is None
     assert len(harness.workers.pools) == 1 and len(harness.workers.feedback_pools) == 1 and probes == [1]
     assert sorted(second.executed) == [(s, nb) for s in ("ada", "bob") for nb in NOTEBOOKS]
@@ -424,7 +424,8 @@ def test_a_second_assignment_after_a_failed_probe_executes_nothing(course):
         path = course / "source" / "B" / f"{name}.ipynb"
         path.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(_source_notebook(name), path)
-    second = pipeline.GradingRun(course, "B", first.settings, config={}, phases=harness.nbgrader.phases(), after=first)
+    second = grading_run.GradingRun(course, "B", first.settings, config={}, phases=harness.nbgrader.phases(),
+                                    after=first)
     assert second.run(["ada"]) == "no user namespaces" and harness.workers.executions == []
 
 
@@ -468,9 +469,9 @@ def test_feedback_that_nbgrader_cannot_make_is_a_message(tmp_path, monkeypatch, 
     def failing(*args):
         raise raised
 
-    monkeypatch.setattr(pipeline, "_worker_config", object())
+    monkeypatch.setattr(feedback_work, "_worker_config", object())
     monkeypatch.setattr(nbgrader_steps, "generate_feedback", failing)
-    student, message = pipeline._feedback_task((str(tmp_path), ASSIGNMENT, "ada"))
+    student, message = feedback_work.feedback_task((str(tmp_path), ASSIGNMENT, "ada"))
     assert student == "ada" and "no feedback could be generated" in message and told in message
 
 
@@ -479,10 +480,10 @@ def test_an_operators_interrupt_stops_feedback(tmp_path, monkeypatch):
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pipeline, "_worker_config", object())
+    monkeypatch.setattr(feedback_work, "_worker_config", object())
     monkeypatch.setattr(nbgrader_steps, "generate_feedback", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        pipeline._feedback_task((str(tmp_path), ASSIGNMENT, "ada"))
+        feedback_work.feedback_task((str(tmp_path), ASSIGNMENT, "ada"))
 
 
 def test_feedback_pools_that_always_die_end_the_run_with_a_message(course):
@@ -502,7 +503,7 @@ def test_feedback_pools_that_always_die_end_the_run_with_a_message(course):
     harness.workers.feedback_pool = dead_feedback_pool
     run, problem = harness.grade(["ada", "bob"])
     assert problem is None and sorted(run.executed) == [(s, nb) for s in ("ada", "bob") for nb in NOTEBOOKS]
-    assert len(started) == pipeline.MAX_FEEDBACK_POOLS + 1
+    assert len(started) == feedback_work.MAX_FEEDBACK_POOLS + 1
     assert run.unfinished == {"ada", "bob"}
     for student in ("ada", "bob"):
         assert any("no feedback could be generated" in m for m in harness.messages()[student])

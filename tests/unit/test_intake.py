@@ -554,7 +554,7 @@ def test_submitted_is_never_written(course):
 def sanitise(course):
     """Run nbgrader's sanitising phase on one learner's mirror, as pipeline.py does."""
     from grader.grading.autograde.nbgrader_steps import run_phase
-    from grader.grading.run.pipeline import load_config
+    from grader.grading.run.course_setup import load_config
 
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])  # alembic
     config = load_config(course)

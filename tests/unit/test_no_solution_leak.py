@@ -244,12 +244,14 @@ def test_needles_are_there():
         assert f"solution of {assignment}" in origins and f"hidden test of {assignment}" in origins
 
 
+@pytest.mark.slow  # reads every edition (~5 s)
 def test_nothing_learners_read_contains_a_solution_or_a_hidden_test():
     found = leaks()
     assert not found, "solution or hidden-test code outside source/ (allow it in ALLOWED with a reason, or " \
         "remove it):\n" + "\n".join(found[:60])
 
 
+@pytest.mark.slow  # builds the editions again (~4 s)
 def test_a_planted_solution_or_hidden_test_is_found():
     """The allowances leave every solution region and every hidden-test block detectable."""
     for assignment in ASSIGNMENTS:

@@ -63,7 +63,7 @@ def diagnosis_lines(comment: str | None) -> list[str]:
 
 def db_url(root: Path) -> str:
     from grader.grading.autograde.nbgrader_steps import course_directory
-    from grader.grading.run.pipeline import load_config
+    from grader.grading.run.course_setup import load_config
 
     return course_directory(load_config(root), root, "", "").db_url
 
