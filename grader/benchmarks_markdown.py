@@ -143,7 +143,7 @@ def grade_section(rows: Sequence, *, learners: int, when: str, isolation: str, j
                   hostile_points: tuple[float, float], patch_seconds: dict[str, float] | None = None) -> str:
     """``make bench-grade``'s result: one line per assignment, then the class.
 
-    ``rows`` are ``grader.grading.bench.Row``-like: assignment, plain, ours, per_submission, fixed,
+    ``rows`` are ``grader.grading.run.bench.Row``-like: assignment, plain, ours, per_submission, fixed,
     regrade, serial (None without ``--jobs-scaling``), plain_feedback, in seconds. ``identical`` is
     (honest submissions scored the same by both graders, honest submissions); ``hostile_points`` the
     points hostile submissions got from (plain nbgrader, ``grader grade``); ``patch_seconds`` the class
