@@ -86,3 +86,24 @@ def test_the_tool_prints_every_notebook():
     for assignment in ASSIGNMENTS:
         assert assignment in done.stdout
     assert f"{est.WORDS_PER_MINUTE} words/min" in done.stdout
+
+
+def _time_cell(found) -> str:
+    return f"{found.minutes} min" + (f" (+{found.optional_minutes} optional)" if found.optional_minutes else "")
+
+
+@pytest.mark.parametrize("page, row_start",
+                         [("README.md", "| {number} |"), ("docs/instructors.md", "| `{assignment}` |")])
+def test_the_course_tables_give_each_notebooks_estimate(page, row_start):
+    """README's and the instructors' guide's tables quote the same estimate the notebooks state."""
+    text = (ROOT / page).read_text()
+    total = 0
+    for assignment in ASSIGNMENTS:
+        found = est.estimate(ROOT, assignment)
+        total += found.minutes
+        start = row_start.format(number=assignment[:2], assignment=assignment)
+        row = next((line for line in text.splitlines() if line.startswith(start)), None)
+        assert row is not None, f"{page}: no row for {assignment}"
+        assert f"| {_time_cell(found)} |" in row, f"{page}: {assignment} should say {_time_cell(found)}: {row[-60:]}"
+    if page == "docs/instructors.md" and len(ASSIGNMENTS) == 6:
+        assert f"{total} min" in text, f"{page}: the total should be {total} min"
