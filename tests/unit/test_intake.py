@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from grader.grading.run import intake
+from grader.grading.run import intake, notebook_repair
 from grader.grading.run.intake import mirror_submission
 from grader.grading.run.terminal import printable
 from tests.course_helpers import make_course
@@ -731,15 +731,15 @@ def test_nbgrader_sanitises_whatever_intake_writes(course, answered_release, san
 def repaired_twice(course, raw: bytes):
     """intake's repair of ``raw`` as it runs (the cells validated together, one at a time only if that
     fails), and with every cell repaired on its own: (bytes, messages) of each."""
-    release = intake.Release.read(course / "release" / ASSIGNMENT / NOTEBOOK)
+    release = notebook_repair.Release.read(course / "release" / ASSIGNMENT / NOTEBOOK)
 
     def refused(content):
         raise nbformat.ValidationError("every cell is repaired on its own")
 
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(intake, "unchecked_cell", refused)
-        one_by_one = intake.intake_notebook(raw, release, "twice")
-    return intake.intake_notebook(raw, release, "twice"), one_by_one
+        patched.setattr(notebook_repair, "unchecked_cell", refused)
+        one_by_one = notebook_repair.intake_notebook(raw, release, "twice")
+    return notebook_repair.intake_notebook(raw, release, "twice"), one_by_one
 
 
 @pytest.mark.parametrize("case", list(REPAIRS))

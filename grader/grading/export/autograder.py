@@ -84,7 +84,7 @@ def expected(course: Path, assignment: str) -> list[str]:
 
 def readable(course: Path, assignment: str, student: str, notebook: str) -> bool:
     """Whether the intake can read the learner's notebook (else it grades the blank release in its place)."""
-    from grader.grading.run import intake
+    from grader.grading.run import intake, notebook_repair
     try:
         folder = intake.open_submission(course, student, assignment)
     except (intake.Unreadable, OSError):
@@ -95,8 +95,8 @@ def readable(course: Path, assignment: str, student: str, notebook: str) -> bool
         return False
     finally:
         os.close(folder)
-    release = intake.Release.read(course / "release" / assignment / f"{notebook}.ipynb")
-    return intake.intake_notebook(raw, release, notebook)[0] is not None
+    release = notebook_repair.Release.read(course / "release" / assignment / f"{notebook}.ipynb")
+    return notebook_repair.intake_notebook(raw, release, notebook)[0] is not None
 
 
 def diagnosis_text(result: dict, grade_id: str, index: int | None) -> str:

@@ -109,7 +109,7 @@ def read_attempt_logs(root: Path, assignment: str, students: list[str], notebook
     logs at all (``grader.attempts`` missing) or None.
 
     Each notebook is read as the intake reads it: never through a link, only a regular file,
-    at most ``intake.MAX_NOTEBOOK_BYTES``, UTF-8 JSON nested at most ``intake.MAX_JSON_DEPTH``
+    at most ``intake.MAX_NOTEBOOK_BYTES``, UTF-8 JSON nested at most ``notebook_repair.MAX_JSON_DEPTH``
     deep. Only records of this assignment's exercises are kept.
     """
     try:
@@ -143,7 +143,7 @@ def read_attempt_logs(root: Path, assignment: str, students: list[str], notebook
 def _add_records(folder: int, notebook: str, read_attempts, known: set[str], records: dict, skipped: Counter) -> None:
     """Add the valid attempt records of one submitted notebook (``folder``: the learner's
     submission, an open descriptor) to ``records``, keyed so that repeats count once."""
-    from grader.grading.run import intake
+    from grader.grading.run import intake, notebook_repair
     try:
         raw = intake.read_regular(folder, f"{notebook}.ipynb", intake.MAX_NOTEBOOK_BYTES)
         if ATTEMPT_MIME not in raw:
@@ -155,7 +155,7 @@ def _add_records(folder: int, notebook: str, read_attempts, known: set[str], rec
     except (intake.Unreadable, OSError):
         skipped["notebook not a readable regular file"] += 1
         return
-    except intake.Rejected:
+    except notebook_repair.Rejected:
         skipped["notebook not valid JSON"] += 1
         return
     try:
@@ -176,21 +176,21 @@ def _add_records(folder: int, notebook: str, read_attempts, known: set[str], rec
 
 def load_json(raw: bytes):
     """The JSON value of a learner's notebook, with the intake's bounds (UTF-8, at most
-    ``intake.MAX_JSON_VALUES`` values, nested at most as deep as the interpreter allows, no
-    huge integers, no NaN); raises ``intake.Rejected``. Lighter than ``intake.parse_json``: the
-    report uses only validated records, so strings need no repair."""
-    from grader.grading.run import intake
+    ``notebook_repair.MAX_JSON_VALUES`` values, nested at most as deep as the interpreter allows, no
+    huge integers, no NaN); raises ``notebook_repair.Rejected``. Lighter than ``notebook_repair.parse_json``:
+    the report uses only validated records, so strings need no repair."""
+    from grader.grading.run import notebook_repair
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise intake.Rejected("is not UTF-8 text") from None
-    if sum(text.count(c) for c in ",[{") > intake.MAX_JSON_VALUES:
-        raise intake.Rejected("holds too many JSON values")
+        raise notebook_repair.Rejected("is not UTF-8 text") from None
+    if sum(text.count(c) for c in ",[{") > notebook_repair.MAX_JSON_VALUES:
+        raise notebook_repair.Rejected("holds too many JSON values")
     try:
-        return json.loads(text, parse_int=intake.json_int, parse_float=intake.json_float,
+        return json.loads(text, parse_int=notebook_repair.json_int, parse_float=notebook_repair.json_float,
                           parse_constant=lambda _: None)
     except (RecursionError, ValueError):
-        raise intake.Rejected("is not valid JSON") from None
+        raise notebook_repair.Rejected("is not valid JSON") from None
 
 
 def valid_record(record, exercises: set[str]) -> dict | None:
