@@ -112,3 +112,25 @@ def test_every_tested_pin_lies_inside_the_bounds_and_every_bound_has_a_ceiling()
     for requirement in requirements:
         if requirement_name(str(requirement)) not in calendar:
             assert any(spec.operator == "<" for spec in requirement.specifier), f"{requirement} has no ceiling"
+
+
+def test_constraints_lowest_is_generated_from_the_current_bounds():
+    """constraints-lowest.txt (what tests/e2e/test_lowest_versions.py installs) pins each floor of pyproject.toml:
+    tools/lowest_constraints.py writes it, and a bound changed without rerunning it fails here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("lowest_constraints", ROOT / "tools" / "lowest_constraints.py")
+    lowest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lowest)
+    assert (ROOT / "constraints-lowest.txt").read_text() == lowest.render(pyproject()), (
+        "constraints-lowest.txt is out of date: run python tools/lowest_constraints.py")
+    pins = {normalized(Requirement(line).name): str(Requirement(line).specifier)
+            for line in lowest.render(pyproject()).splitlines() if line and not line.startswith("#")}
+    project = pyproject()["project"]
+    for text in project["dependencies"] + project["optional-dependencies"]["dev"]:
+        requirement = Requirement(text)
+        if requirement.marker is not None and not requirement.marker.evaluate(python_environment("3.11.7")):
+            continue
+        floor = next(spec.version for spec in requirement.specifier if spec.operator == ">=")
+        expected = lowest.NOT_AT_FLOOR.get(requirement.name, (floor,))[0]
+        assert pins[requirement_name(text)] == f"=={expected}", text
