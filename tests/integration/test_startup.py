@@ -61,12 +61,11 @@ import sys
 import numpy as np
 import torch
 from grader.compare import measuring_memory
-from grader.grading.sandbox.worker import Worker
+from grader.grading.sandbox import tripwires
 
 with measuring_memory(track_torch=True) as memory:
     torch.ones(1000) * 2.0
-wires = Worker.Tripwires(Worker.TRIPWIRE_FUNCTIONS, Worker.TRIPWIRE_MODULES, Worker.TRIPWIRE_PACKAGES,
-                         Worker.TRIPWIRE_SPARED)
+wires = tripwires.Tripwires(tripwires.FUNCTIONS, tripwires.MODULES, tripwires.PACKAGES, tripwires.SPARED)
 wires.start()
 torch.nn.functional.layer_norm(torch.ones(2, 4), (4,))
 calls = wires.stop()
