@@ -13,16 +13,65 @@ def main(argv: list[str] | None = None) -> int:
     from grader.course import course_root, skip_iri_grammars
 
     skip_iri_grammars()  # before anything imports nbformat
-    from grader.grading.config import GradeConfig
+    parser, grade_parser = _parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["bench-grade"]:
+        from grader.grading.run.bench import main as bench
 
+        return bench(argv[1:])
+    if argv[:1] in (["export"], ["gradescope"]):
+        from grader.grading.export.command import main as export
+
+        return export(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and (args.command != "grade" or not all(a.startswith("--GradeConfig.") for a in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "grade" and args.help_all:
+        from grader.grading.config import help_all
+
+        print(help_all())
+        return 0
+    if args.command == "grade" and not args.assignment:
+        grade_parser.error("the following arguments are required: assignment")
+    from grader.grading.run.course_lock import EXIT_LOCKED, CourseLocked, course_lock
+
+    try:
+        # one run per course: build and grade write release/, the gradebook and build/grading/; report reads them
+        with course_lock(args.root or course_root(), args.command, wait=args.wait, shared=args.command == "report"):
+            return _command(args, extra)
+    except CourseLocked as refused:
+        print(f"nothing was done: {refused}", file=sys.stderr)
+        return EXIT_LOCKED
+
+
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command line's parser, and its grade command's (which reports a missing assignment itself)."""
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_build(commands)
+    grade_parser = _add_grade(commands)
+    _add_report(commands)
+    # parsed by their own modules: listed here for --help
+    commands.add_parser("bench-grade", help="time plain nbgrader against grader grade on a generated class",
+                        add_help=False)
+    commands.add_parser("export", help="grades from the gradebook for Canvas, Moodle or a quoted CSV "
+                        "(grader/grading/export/)", add_help=False)
+    commands.add_parser("gradescope", help="a Gradescope autograder zip for one assignment (build/gradescope/)",
+                        add_help=False)
+    return parser, grade_parser
 
+
+def _add_build(commands) -> None:
     build_parser = commands.add_parser("build", help="regenerate source notebooks, release/, notebooks/, solutions/")
     build_parser.add_argument("assignments", nargs="*", help="assignment ids (default: every one present)")
     build_parser.add_argument("--root", type=Path, default=None,
                               help="course root, e.g. a copy in a private home (default: this repository)")
     build_parser.add_argument("--wait", action="store_true", help=WAIT_HELP)
+
+
+def _add_grade(commands) -> argparse.ArgumentParser:
+    from grader.grading.config import GradeConfig
 
     grade_parser = commands.add_parser("grade", help="autograde submitted/*/ASSIGNMENT and export scores")
     grade_parser.add_argument("assignment", nargs="*",
@@ -54,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("--wait", action="store_true", help=WAIT_HELP)
     grade_parser.add_argument("--help-all", action="store_true",
                               help="list every GradeConfig setting (also --GradeConfig.NAME=VALUE) and exit")
+    return grade_parser
 
+
+def _add_report(commands) -> None:
     report_parser = commands.add_parser("report", help="a class report from the last grading: pass rates, "
                                         "misconceptions, attempt logs (build/reports/ASSIGNMENT.html, .csv, .json)")
     report_parser.add_argument("assignment", help="assignment id, e.g. 04_rmsnorm")
@@ -63,43 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     report_parser.add_argument("--identify", action="store_true",
                                help="name learners and show groups of fewer than 5 exactly (default: neither)")
     report_parser.add_argument("--wait", action="store_true", help=WAIT_HELP)
-
-    commands.add_parser("bench-grade", help="time plain nbgrader against grader grade on a generated class",
-                        add_help=False)
-    commands.add_parser("export", help="grades from the gradebook for Canvas, Moodle or a quoted CSV "
-                        "(grader/grading/export/)", add_help=False)
-    commands.add_parser("gradescope", help="a Gradescope autograder zip for one assignment (build/gradescope/)",
-                        add_help=False)
-
-    if argv is None:
-        argv = sys.argv[1:]
-    if argv[:1] == ["bench-grade"]:
-        from grader.grading.run.bench import main as bench
-
-        return bench(argv[1:])
-    if argv[:1] in (["export"], ["gradescope"]):
-        from grader.grading.export.command import main as export
-
-        return export(argv)
-    args, extra = parser.parse_known_args(argv)
-    if extra and (args.command != "grade" or not all(a.startswith("--GradeConfig.") for a in extra)):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.command == "grade" and args.help_all:
-        from grader.grading.config import help_all
-
-        print(help_all())
-        return 0
-    if args.command == "grade" and not args.assignment:
-        grade_parser.error("the following arguments are required: assignment")
-    from grader.grading.run.course_lock import EXIT_LOCKED, CourseLocked, course_lock
-
-    try:
-        # one run per course: build and grade write release/, the gradebook and build/grading/; report reads them
-        with course_lock(args.root or course_root(), args.command, wait=args.wait, shared=args.command == "report"):
-            return _command(args, extra)
-    except CourseLocked as refused:
-        print(f"nothing was done: {refused}", file=sys.stderr)
-        return EXIT_LOCKED
 
 
 def _command(args, extra: list[str]) -> int:
