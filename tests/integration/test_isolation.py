@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from grader.grading.sandbox import client, isolation, zygote_client  # noqa: E402 - after the sys.path insert
+from tests.another_user import report_as_throwaway_user  # noqa: E402 - after the sys.path insert
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox confines on Linux only")
 SLOT_UID = 61990  # like grade's 61000 + slot, out of the way of other tests' sandboxes
@@ -377,55 +377,15 @@ def unprivileged_main() -> None:
 
 
 @pytest.mark.slow  # a throw-away user and a sandbox in a subprocess
-@pytest.mark.skipif(not IS_ROOT, reason="needs root to create a throw-away unprivileged user")
 def test_unprivileged_instructor():
-    if not (shutil.which("useradd") and shutil.which("runuser") and shutil.which("unshare")):
-        pytest.skip("useradd, runuser or unshare missing")
-    user = f"lnciso{secrets.token_hex(3)}"
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user], check=True)
-    staging = tempfile.mkdtemp(prefix="lncourse-test-python-")
-    try:
-        # The interpreter and this checkout (its venv, the grader) must be reachable by that user. Where one
-        # lies in a folder others cannot cross (pyenv under /root, a checkout in a `mktemp -d` folder, mode
-        # 700), reach it through a private mount namespace: that folder becomes an empty tmpfs with only what
-        # the test needs bound back, read-only. Nothing on disk changes, wherever the checkout sits.
-        setup = reach_as_another_user([os.path.realpath(sys.base_prefix), str(ROOT)], staging)
-        command = (f"{setup}cd / && exec runuser -u {user} -- env -i PATH=/usr/bin:/bin HOME=/ "
-                   f"{sys.executable} {Path(__file__).resolve()} --unprivileged")
-        done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", command],
-                              capture_output=True, text=True, timeout=120)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
-        assert lines, f"no report (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        report = json.loads(lines[-1][len("REPORT "):])
-    finally:
-        gone = wait_until(lambda: subprocess.run(["userdel", user], capture_output=True).returncode in (0, 6), 15)
-        shutil.rmtree(staging, ignore_errors=True)
-    assert gone, f"could not delete the throw-away user {user}: its processes are still running"
+    """Grading as an instructor who is not root, from wherever the checkout sits (tests/another_user.py)."""
+    report = report_as_throwaway_user(Path(__file__), "--unprivileged", "lnciso", timeout=120)
     assert report["uid"] != 0
     assert report["visibility"]["mode"] == "userns"
     check_visibility(report["visibility"])
     check_teardown(report["teardown"])
     assert "needs the grader to run as root" in report["user_mode"], report["user_mode"]
     assert not report["leftovers"], report["leftovers"]
-
-
-def reach_as_another_user(paths: list[str], staging: str) -> str:
-    """Shell commands (for a private mount namespace) that make each of ``paths`` reachable by any user: every
-    folder that blocks one (no search permission for others) is covered by a tmpfs, and the paths under it
-    are bound back, read-only, from a holding place under ``staging``."""
-    blocked: dict[str, list[str]] = {}
-    for path in paths:
-        ancestor = isolation._blocking_ancestor(path)
-        if ancestor and path not in blocked.setdefault(ancestor, []):
-            blocked[ancestor].append(path)
-    commands = []
-    for number, (ancestor, inside) in enumerate(blocked.items()):
-        holds = [os.path.join(staging, f"{number}-{i}") for i in range(len(inside))]
-        commands += [f"mkdir -p {hold} && mount --bind {path} {hold}" for path, hold in zip(inside, holds, strict=True)]
-        commands.append(f"mount -t tmpfs -o mode=755 tmpfs {ancestor}")
-        commands += [f"mkdir -p {path} && mount -o bind,ro {hold} {path}"
-                     for path, hold in zip(inside, holds, strict=True)]
-    return "".join(f"{command} && " for command in commands)
 
 
 if __name__ == "__main__" and "--unprivileged" in sys.argv:

@@ -22,7 +22,6 @@ import ctypes
 import json
 import os
 import platform
-import secrets
 import shutil
 import subprocess
 import sys
@@ -37,6 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from grader.grading.sandbox import client, isolation, zygote_client  # noqa: E402 - after the sys.path insert
+from tests.another_user import report_as_throwaway_user  # noqa: E402 - after the sys.path insert
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox confines on Linux only")
 SLOT_UID = 61970  # like grade's 61000 + slot; not test_isolation's (61990, 61991): both may run at once
@@ -532,34 +532,10 @@ def userns_main() -> None:
 
 
 @pytest.mark.slow  # a throw-away user and a zygote of its own
-@pytest.mark.skipif(not IS_ROOT, reason="needs root to create a throw-away unprivileged user")
 def test_userns_residue():
     """userns: nothing reaches the next sandbox, and the instructor's own keys stay theirs, untouched."""
-    if not (shutil.which("useradd") and shutil.which("runuser") and shutil.which("unshare")):
-        pytest.skip("useradd, runuser or unshare missing")
-    for path in (ROOT, *ROOT.parents):
-        if path != Path("/") and not os.stat(path).st_mode & 0o001:
-            pytest.skip(f"the checkout lies in {path}, which other users cannot enter (mode 700)")
-    user = f"lncres{secrets.token_hex(3)}"
-    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user], check=True)
-    staging = tempfile.mkdtemp(prefix="lncourse-test-python-")
-    try:
-        prefix = os.path.realpath(sys.base_prefix)  # pyenv under /root (700): reached through a private mount
-        blocked = isolation._blocking_ancestor(prefix)
-        setup = (f"mount --bind {prefix} {staging} && mount -t tmpfs -o mode=755 tmpfs {blocked} && "
-                 f"mkdir -p {prefix} && mount -o bind,ro {staging} {prefix} && ") if blocked else ""
-        command = (f"{setup}cd / && exec runuser -u {user} -- env -i PATH=/usr/bin:/bin HOME=/ "
-                   f"{sys.executable} {Path(__file__).resolve()} --userns-residue")
-        done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", command],
-                              capture_output=True, text=True, timeout=180)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
-        assert lines, f"no report (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        report = json.loads(lines[-1][len("REPORT "):])
-        uid = report["uid"]
-    finally:
-        gone = wait_until(lambda: subprocess.run(["userdel", user], capture_output=True).returncode in (0, 6), 15)
-        shutil.rmtree(staging, ignore_errors=True)
-    assert gone, f"could not delete {user}: its processes are still running"
+    report = report_as_throwaway_user(Path(__file__), "--userns-residue", "lncres", timeout=180)
+    uid = report["uid"]
     assert report["mode"] == "userns" and report["keyrings"] == "filtered", report
     keyctl = dict(report["keyctl"])
     keyctl.pop("proc_keys")  # the instructor's keys are listed (the kernel shows a uid its own), never usable
