@@ -117,7 +117,55 @@ def single_learner_copy(base: Path, destination: Path, student: str) -> None:
         n for n in names if Path(folder).name == "submitted" and n != student])
 
 
+class Copies(NamedTuple):
+    """The class's folders: built once (``base``), then one copy per way of grading it."""
+    base: Path
+    plain: Path  # nbgrader autograde and generate_feedback
+    ours: Path  # grader grade, then again with every result cached
+    single: Path  # grader grade on one learner: the fixed cost
+    serial: Path  # grader grade --jobs 1 (--jobs-scaling only)
+    tmp: Path  # holds one more copy per speed patch switched off (``without``)
+
+    def without(self, patch: str) -> Path:
+        return self.tmp / f"without-{patch}"
+
+
+class ScoreCheck(NamedTuple):
+    """Both graders' scores compared: honest submissions, those scored differently, points given to hostile ones."""
+    honest: list[tuple[str, str]]
+    differing: list[tuple]
+    hostile_plain: float
+    hostile_ours: float
+
+
 def main(argv=None) -> int:
+    args = parse_arguments(argv)
+    if args.markdown:  # a page it cannot write fails now, not after half an hour of grading
+        benchmarks_markdown.check_section(args.markdown, "bench-grade")
+    when = benchmarks_markdown.provenance(" ".join(["python -m grader bench-grade",
+                                                    *(argv if argv is not None else sys.argv[1:])]))
+    root = course_root()
+    assignments = args.assignments or present_assignments(root)
+    with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
+        folders = Copies(*(Path(tmp) / name for name in ("base", "plain", "isolated", "single", "serial")), Path(tmp))
+        roster, variants = prepare_class(root, folders, assignments, args)
+        total = len(roster) * len(assignments)
+        print(f"{len(roster)} learners x {len(assignments)} notebooks = {total} submissions", flush=True)
+        rows, patch_seconds, isolation = grade_every_way(folders, assignments, len(roster), variants, args)
+        check = compare_scores(folders, assignments, roster)
+        print_summary(rows, len(roster), total, check, patch_seconds if variants else None, args.jobs_scaling)
+        if args.markdown:
+            jobs_text = f"`--jobs {args.jobs}`" if args.jobs else f"default jobs (one per core: {os.cpu_count()})"
+            benchmarks_markdown.write_section(args.markdown, "bench-grade", benchmarks_markdown.grade_section(
+                rows, learners=len(roster), when=when, isolation=isolation or "unknown", jobs=jobs_text,
+                identical=(len(check.honest) - len(check.differing), len(check.honest)),
+                hostile_points=(check.hostile_plain, check.hostile_ours),
+                patch_seconds=patch_seconds if variants else None))
+            print(f"wrote the bench-grade section of {args.markdown}")
+    return 0
+
+
+def parse_arguments(argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m grader bench-grade", description=__doc__)
     parser.add_argument("--learners", type=int, default=60)
     parser.add_argument("--assignments", nargs="*", default=None)
@@ -130,103 +178,113 @@ def main(argv=None) -> int:
                         help="also grade the class with --jobs 1, and print the ratio to the default jobs")
     parser.add_argument("--markdown", type=Path, default=None, metavar="PATH",
                         help="also write the results between PATH's bench-grade markers (docs/benchmarks.md)")
-    args = parser.parse_args(argv)
-    if args.markdown:  # a page it cannot write fails now, not after half an hour of grading
-        benchmarks_markdown.check_section(args.markdown, "bench-grade")
-    when = benchmarks_markdown.provenance(" ".join(["python -m grader bench-grade",
-                                                    *(argv if argv is not None else sys.argv[1:])]))
-    isolation = None
-    root = course_root()
-    assignments = args.assignments or present_assignments(root)
-    with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
-        base = Path(tmp) / "base"
-        base.mkdir()
-        for name in ["nbgrader_config.py", "pyproject.toml"]:
-            shutil.copy2(root / name, base / name)
-        shutil.copytree(root / "source", base / "source", ignore=shutil.ignore_patterns("*.ipynb"))
-        build(base, assignments)
-        roster = make_class(base, assignments, args.learners)
-        plain, ours, single, serial = (Path(tmp) / name for name in ("plain", "isolated", "single", "serial"))
-        shutil.copytree(base, plain)
-        shutil.copytree(base, ours)
-        single_learner_copy(base, single, next(iter(roster)))
-        if args.jobs_scaling:
-            shutil.copytree(base, serial)
-        variants = patch_variants() if args.compare_patches else []
-        for name in variants:
-            shutil.copytree(base, Path(tmp) / f"without-{name}")
-        patch_seconds = {name: 0.0 for name in ["all on", *variants]}
-        total = len(roster) * len(assignments)
-        print(f"{len(roster)} learners x {len(assignments)} notebooks = {total} submissions", flush=True)
-        jobs = ["--jobs", str(args.jobs)] if args.jobs else []
-        # Alternate the graders assignment by assignment, so that a change in the machine's load
-        # during the run falls on all of them.
-        rows = []
-        for a in assignments:
-            plain_a, _ = run([sys.executable, "-m", "nbgrader", "autograde", a, "--force"], plain)
-            # grader grade also writes every learner's feedback: what nbgrader does in a second command
-            plain_feedback_a, _ = run([sys.executable, "-m", "nbgrader", "generate_feedback", a, "--force"], plain)
-            ours_a, report = run(grade_command(ours, a, jobs), ours)
-            patch_seconds["all on"] = patch_seconds.get("all on", 0.0) + ours_a
-            for name in variants:  # side by side with the run above, in the same order every assignment
-                patch_seconds[name] += run(grade_command(Path(tmp) / f"without-{name}", a, jobs),
-                                           Path(tmp) / f"without-{name}", {OFF_VARIABLE: name})[0]
-            # the same command again: every job's result is cached, so only nbgrader's steps run
-            again_a, again = run(grade_command(ours, a, jobs), ours)
-            one_a, _ = run(grade_command(single, a, jobs), single)
-            serial_a = run(grade_command(serial, a, ["--jobs", "1"]), serial)[0] if args.jobs_scaling else None
-            executed = re.search(r"(\d+) notebooks executed, (\d+) from cache", again)
-            # T(n) = fixed + n * per_submission, from the class and the one-learner copy
-            per_submission = (ours_a - one_a) / (len(roster) - 1) if len(roster) > 1 else ours_a
-            fixed = one_a - per_submission
-            rows.append(Row(a, plain_a, ours_a, per_submission, fixed, again_a, serial_a, plain_feedback_a))
-            found = re.match(r"isolation: ([^;]+)", phase_report(report))
-            isolation = isolation or (found.group(1) if found else None)
-            # progress only: the numbers are in the table printed at the end, once
-            print(f"  {a:<14} graded; {phase_report(report)}; re-grade: "
-                  + (f"{executed.group(1)} executed, {executed.group(2)} from cache" if executed else "no report"),
-                  flush=True)
-        run([sys.executable, "-m", "nbgrader", "export", "--to=grades.csv"], plain)
-        plain_scores = scores(plain / "grades.csv")
-        our_scores = {}
-        for a in assignments:
-            our_scores.update(scores(ours / f"grades-{a}.csv"))
-        honest = [(a, s) for a in assignments for s, kind in roster.items() if kind != "hostile"]
-        differing = [(a, s, plain_scores.get((a, s)), our_scores.get((a, s))) for a, s in honest
-                     if plain_scores.get((a, s)) != our_scores.get((a, s))]
-        hostile_plain = sum(plain_scores.get((a, s), 0) for a in assignments for s, k in roster.items()
-                            if k == "hostile")
-        hostile_ours = sum(our_scores.get((a, s), 0) for a in assignments for s, k in roster.items() if k == "hostile")
-        plain_seconds, our_seconds = sum(r.plain for r in rows), sum(r.ours for r in rows)
-        feedback_seconds = sum(r.plain_feedback for r in rows)
-        print_table(rows, len(roster))
-        print(f"plain nbgrader autograde: {plain_seconds:7.1f} s  ({plain_seconds / total:.2f} s per submission)")
-        print(f"  and then generate_feedback: {plain_seconds + feedback_seconds:7.1f} s "
-              f"({(plain_seconds + feedback_seconds) / total:.2f} s per submission)")
-        print(f"grader grade (isolated, feedback included):  {our_seconds:7.1f} s  ({our_seconds / total:.2f} s "
-              f"per submission)")
-        print(f"speed-up: {plain_seconds / our_seconds:.2f}x against autograde alone, "
-              f"{(plain_seconds + feedback_seconds) / our_seconds:.2f}x against autograde and feedback")
-        print(f"fixed cost per grader grade run (median over assignments): {median([r.fixed for r in rows]):.1f} s; "
-              f"per submission beyond it: {median([r.per_submission for r in rows]):.2f} s")
-        if args.jobs_scaling:
-            print(f"--jobs 1 against the default: {sum(r.serial for r in rows) / our_seconds:.2f}x")
-        if variants:
-            print_patch_table(patch_seconds)
-        print(f"re-grading the unchanged class (cached results): {sum(r.regrade for r in rows):7.1f} s")
-        print(f"honest submissions with identical scores: {len(honest) - len(differing)}/{len(honest)}")
-        for row in differing[:10]:
-            print("  differs:", row)
-        print(f"points given to hostile submissions: plain nbgrader {hostile_plain:.0f}, grader grade "
-              f"{hostile_ours:.0f}")
-        if args.markdown:
-            jobs_text = f"`--jobs {args.jobs}`" if args.jobs else f"default jobs (one per core: {os.cpu_count()})"
-            benchmarks_markdown.write_section(args.markdown, "bench-grade", benchmarks_markdown.grade_section(
-                rows, learners=len(roster), when=when, isolation=isolation or "unknown", jobs=jobs_text,
-                identical=(len(honest) - len(differing), len(honest)), hostile_points=(hostile_plain, hostile_ours),
-                patch_seconds=patch_seconds if variants else None))
-            print(f"wrote the bench-grade section of {args.markdown}")
-    return 0
+    return parser.parse_args(argv)
+
+
+def prepare_class(root: Path, folders: Copies, assignments: list[str], args) -> tuple[dict[str, str], list[str]]:
+    """Build the course and its class in ``folders.base`` and copy it once per way of grading; the roster, and
+    the speed patches graded without (``--compare-patches``)."""
+    base = folders.base
+    base.mkdir()
+    for name in ["nbgrader_config.py", "pyproject.toml"]:
+        shutil.copy2(root / name, base / name)
+    shutil.copytree(root / "source", base / "source", ignore=shutil.ignore_patterns("*.ipynb"))
+    build(base, assignments)
+    roster = make_class(base, assignments, args.learners)
+    shutil.copytree(base, folders.plain)
+    shutil.copytree(base, folders.ours)
+    single_learner_copy(base, folders.single, next(iter(roster)))
+    if args.jobs_scaling:
+        shutil.copytree(base, folders.serial)
+    variants = patch_variants() if args.compare_patches else []
+    for name in variants:
+        shutil.copytree(base, folders.without(name))
+    return roster, variants
+
+
+def grade_every_way(folders: Copies, assignments: list[str], learners: int, variants: list[str],
+                    args) -> tuple[list[Row], dict[str, float], str | None]:
+    """Each assignment's Row, the class's seconds with each speed patch off, and the isolation level reported."""
+    patch_seconds = {name: 0.0 for name in ["all on", *variants]}
+    jobs = ["--jobs", str(args.jobs)] if args.jobs else []
+    # Alternate the graders assignment by assignment, so that a change in the machine's load
+    # during the run falls on all of them.
+    rows, isolation = [], None
+    for a in assignments:
+        row, report, again = grade_assignment(folders, a, learners, jobs, variants, patch_seconds, args.jobs_scaling)
+        rows.append(row)
+        executed = re.search(r"(\d+) notebooks executed, (\d+) from cache", again)
+        found = re.match(r"isolation: ([^;]+)", phase_report(report))
+        isolation = isolation or (found.group(1) if found else None)
+        # progress only: the numbers are in the table printed at the end, once
+        print(f"  {a:<14} graded; {phase_report(report)}; re-grade: "
+              + (f"{executed.group(1)} executed, {executed.group(2)} from cache" if executed else "no report"),
+              flush=True)
+    return rows, patch_seconds, isolation
+
+
+def grade_assignment(folders: Copies, a: str, learners: int, jobs: list[str], variants: list[str],
+                     patch_seconds: dict[str, float], jobs_scaling: bool) -> tuple[Row, str, str]:
+    """One assignment graded every way, side by side (adds to ``patch_seconds``): its Row, and the output of
+    ``grader grade`` and of its cached re-grade."""
+    plain, ours, single, serial = folders.plain, folders.ours, folders.single, folders.serial
+    plain_a, _ = run([sys.executable, "-m", "nbgrader", "autograde", a, "--force"], plain)
+    # grader grade also writes every learner's feedback: what nbgrader does in a second command
+    plain_feedback_a, _ = run([sys.executable, "-m", "nbgrader", "generate_feedback", a, "--force"], plain)
+    ours_a, report = run(grade_command(ours, a, jobs), ours)
+    patch_seconds["all on"] = patch_seconds.get("all on", 0.0) + ours_a
+    for name in variants:  # side by side with the run above, in the same order every assignment
+        patch_seconds[name] += run(grade_command(folders.without(name), a, jobs),
+                                   folders.without(name), {OFF_VARIABLE: name})[0]
+    # the same command again: every job's result is cached, so only nbgrader's steps run
+    again_a, again = run(grade_command(ours, a, jobs), ours)
+    one_a, _ = run(grade_command(single, a, jobs), single)
+    serial_a = run(grade_command(serial, a, ["--jobs", "1"]), serial)[0] if jobs_scaling else None
+    # T(n) = fixed + n * per_submission, from the class and the one-learner copy
+    per_submission = (ours_a - one_a) / (learners - 1) if learners > 1 else ours_a
+    fixed = one_a - per_submission
+    return Row(a, plain_a, ours_a, per_submission, fixed, again_a, serial_a, plain_feedback_a), report, again
+
+
+def compare_scores(folders: Copies, assignments: list[str], roster: dict[str, str]) -> ScoreCheck:
+    run([sys.executable, "-m", "nbgrader", "export", "--to=grades.csv"], folders.plain)
+    plain_scores = scores(folders.plain / "grades.csv")
+    our_scores = {}
+    for a in assignments:
+        our_scores.update(scores(folders.ours / f"grades-{a}.csv"))
+    honest = [(a, s) for a in assignments for s, kind in roster.items() if kind != "hostile"]
+    differing = [(a, s, plain_scores.get((a, s)), our_scores.get((a, s))) for a, s in honest
+                 if plain_scores.get((a, s)) != our_scores.get((a, s))]
+    hostile_plain = sum(plain_scores.get((a, s), 0) for a in assignments for s, k in roster.items()
+                        if k == "hostile")
+    hostile_ours = sum(our_scores.get((a, s), 0) for a in assignments for s, k in roster.items() if k == "hostile")
+    return ScoreCheck(honest, differing, hostile_plain, hostile_ours)
+
+
+def print_summary(rows: list[Row], learners: int, total: int, check: ScoreCheck,
+                  patch_seconds: dict[str, float] | None, jobs_scaling: bool) -> None:
+    plain_seconds, our_seconds = sum(r.plain for r in rows), sum(r.ours for r in rows)
+    feedback_seconds = sum(r.plain_feedback for r in rows)
+    print_table(rows, learners)
+    print(f"plain nbgrader autograde: {plain_seconds:7.1f} s  ({plain_seconds / total:.2f} s per submission)")
+    print(f"  and then generate_feedback: {plain_seconds + feedback_seconds:7.1f} s "
+          f"({(plain_seconds + feedback_seconds) / total:.2f} s per submission)")
+    print(f"grader grade (isolated, feedback included):  {our_seconds:7.1f} s  ({our_seconds / total:.2f} s "
+          f"per submission)")
+    print(f"speed-up: {plain_seconds / our_seconds:.2f}x against autograde alone, "
+          f"{(plain_seconds + feedback_seconds) / our_seconds:.2f}x against autograde and feedback")
+    print(f"fixed cost per grader grade run (median over assignments): {median([r.fixed for r in rows]):.1f} s; "
+          f"per submission beyond it: {median([r.per_submission for r in rows]):.2f} s")
+    if jobs_scaling:
+        print(f"--jobs 1 against the default: {sum(r.serial for r in rows) / our_seconds:.2f}x")
+    if patch_seconds:
+        print_patch_table(patch_seconds)
+    print(f"re-grading the unchanged class (cached results): {sum(r.regrade for r in rows):7.1f} s")
+    print(f"honest submissions with identical scores: {len(check.honest) - len(check.differing)}/{len(check.honest)}")
+    for row in check.differing[:10]:
+        print("  differs:", row)
+    print(f"points given to hostile submissions: plain nbgrader {check.hostile_plain:.0f}, grader grade "
+          f"{check.hostile_ours:.0f}")
 
 
 def patch_variants() -> list[str]:
