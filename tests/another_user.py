@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.grading.sandbox import isolation
+from grader.grading.sandbox.rootfs import blocking_ancestor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,7 +31,7 @@ def reach_as_another_user(paths: list[str], staging: str) -> str:
     are bound back, read-only, from a holding place under ``staging``."""
     blocked: dict[str, list[str]] = {}
     for path in paths:
-        ancestor = isolation._blocking_ancestor(path)
+        ancestor = blocking_ancestor(path)
         if ancestor and path not in blocked.setdefault(ancestor, []):
             blocked[ancestor].append(path)
     commands = []

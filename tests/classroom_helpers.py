@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from grader.grading.sandbox.isolation import _blocking_ancestor
+from grader.grading.sandbox.rootfs import blocking_ancestor
 from tests.conftest import ROOT
 from tests.course_helpers import free_port
 
@@ -51,7 +51,7 @@ def namespace_setup(staging: Path) -> str:
     outermost = [p for p in needed if not any(p != q and p.startswith(q + "/") for q in needed)]
     covered: dict[str, list[str]] = {}
     for path in outermost:
-        blocked = _blocking_ancestor(path)
+        blocked = blocking_ancestor(path)
         if blocked:
             covered.setdefault(blocked, []).append(path)
     commands = []

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader.grading.sandbox import client, isolation, zygote_client  # noqa: E402 - after the sys.path insert
+from grader.grading.sandbox import client, levels, rootfs, teardown, zygote_client  # noqa: E402 - after the sys.path insert
 from tests.another_user import report_as_throwaway_user  # noqa: E402 - after the sys.path insert
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox confines on Linux only")
@@ -183,8 +183,8 @@ def check_visibility(report: dict) -> None:
     visible = {path: outcome for path, outcome in report["seen"].items() if not outcome.startswith("hidden")}
     assert not visible, f"the sandbox ({report['mode']}) sees what it must not: {visible}"
     about = report["about"]
-    assert about["user"] == about["pw_name"] == isolation.USER
-    assert about["home"] == about["cwd"] == isolation.HOME
+    assert about["user"] == about["pw_name"] == rootfs.USER
+    assert about["home"] == about["cwd"] == rootfs.HOME
     # a /tmp of its own: the learner's file, plus the way to the installation when it lives under /tmp (a CI clone)
     ways_in = {Path(p).resolve().relative_to("/tmp").parts[0] for p in (ROOT, sys.prefix, sys.base_prefix)
                if Path(p).resolve().is_relative_to("/tmp")}
@@ -344,20 +344,20 @@ def test_remove_tree_handles_any_depth_and_permissions():
         os.close(fd)
         fd = inner
     os.close(fd)
-    assert isolation.remove_tree(str(top)) and not top.exists()
-    assert isolation.remove_tree(str(top))  # already gone: fine
+    assert teardown.remove_tree(str(top)) and not top.exists()
+    assert teardown.remove_tree(str(top))  # already gone: fine
     os.rmdir(where)
 
 
 def test_impossible_isolation_refuses_to_start():
     with pytest.raises(client.SandboxError, match="unknown isolation mode"):
         client.Sandbox(mode="sealed-box")
-    assert isolation.choose_level("auto", is_root=True) == "user"
-    assert isolation.choose_level("userns", is_root=True) == "user"  # stronger, never the grader's uid
-    assert isolation.choose_level("auto", is_root=False) == "userns"
-    assert isolation.choose_level("basic", is_root=True) == "basic"
-    with pytest.raises(isolation.IsolationError, match="needs the grader to run as root"):
-        isolation.choose_level("user", is_root=False)
+    assert levels.choose_level("auto", is_root=True) == "user"
+    assert levels.choose_level("userns", is_root=True) == "user"  # stronger, never the grader's uid
+    assert levels.choose_level("auto", is_root=False) == "userns"
+    assert levels.choose_level("basic", is_root=True) == "basic"
+    with pytest.raises(levels.IsolationError, match="needs the grader to run as root"):
+        levels.choose_level("user", is_root=False)
 
 
 # -- as an unprivileged instructor ----------------------------------------------------------------------

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader.grading.sandbox import client, isolation, zygote_client  # noqa: E402 - after the sys.path insert
+from grader.grading.sandbox import client, keyrings, levels, linux, teardown, zygote_client  # noqa: E402 - after the sys.path insert
 from tests.another_user import report_as_throwaway_user  # noqa: E402 - after the sys.path insert
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox confines on Linux only")
@@ -84,7 +84,7 @@ def key_state(serial: int) -> str:
     """'alive' or why not (the kernel's answer to a description request)."""
     buffer = ctypes.create_string_buffer(256)
     try:
-        isolation._keyctl(6, serial, ctypes.addressof(buffer), 256)  # KEYCTL_DESCRIBE
+        keyrings._keyctl(6, serial, ctypes.addressof(buffer), 256)  # KEYCTL_DESCRIBE
         return "alive"
     except OSError as error:
         return os.strerror(error.errno)
@@ -135,7 +135,7 @@ def residue_of(uid: int, scratch: str | None = None) -> dict:
         if os.path.isdir(folder):
             found = subprocess.run(["find", folder, "-xdev", "-uid", str(uid)], capture_output=True, text=True)
             files += found.stdout.split()
-    return {"processes": isolation.processes_of(uid), "keys": key_users(uid), "ipc": isolation.ipc_objects_of(uid),
+    return {"processes": teardown.processes_of(uid), "keys": key_users(uid), "ipc": teardown.ipc_objects_of(uid),
             "files": files}
 
 
@@ -290,9 +290,9 @@ def test_keys_a_classmate_left_in_the_slot_uid_keyrings_are_gone_before_learner_
     keyring of the slot's uid, where the next notebook of that slot read it. Keys planted there now (as that
     uid, from the host) are invalidated before the next sandbox's learner code runs."""
     def plant():
-        persistent = isolation._keyctl(isolation.KEYCTL_GET_PERSISTENT, -1, isolation.KEY_SPEC_USER_KEYRING)
-        return [add_key("answer", b"42", ring) for ring in (isolation.KEY_SPEC_USER_KEYRING,
-                                                            isolation.KEY_SPEC_USER_SESSION_KEYRING, persistent)]
+        persistent = keyrings._keyctl(keyrings.KEYCTL_GET_PERSISTENT, -1, keyrings.KEY_SPEC_USER_KEYRING)
+        return [add_key("answer", b"42", ring) for ring in (keyrings.KEY_SPEC_USER_KEYRING,
+                                                            keyrings.KEY_SPEC_USER_SESSION_KEYRING, persistent)]
     planted = in_child(plant, SLOT_UID)
     assert isinstance(planted, list), planted
     assert states_as(SLOT_UID, planted) == ["alive"] * 3
@@ -321,9 +321,9 @@ def test_fresh_session_keyring_loses_the_zygotes_session(tmp_path):
     the instructor's login session. After ``fresh_session_keyring`` a sandbox (as its own uid, or as the
     instructor's under userns) neither lists nor reads it."""
     def probe():
-        isolation._keyctl(isolation.KEYCTL_JOIN_SESSION_KEYRING, 0)  # the "login session" of the grader
-        secret = add_key("instructor-secret", b"hidden tests", isolation.KEY_SPEC_SESSION_KEYRING)
-        session = isolation._keyctl(isolation.KEYCTL_GET_KEYRING_ID, isolation.KEY_SPEC_SESSION_KEYRING, 0)
+        keyrings._keyctl(keyrings.KEYCTL_JOIN_SESSION_KEYRING, 0)  # the "login session" of the grader
+        secret = add_key("instructor-secret", b"hidden tests", keyrings.KEY_SPEC_SESSION_KEYRING)
+        session = keyrings._keyctl(keyrings.KEYCTL_GET_KEYRING_ID, keyrings.KEY_SPEC_SESSION_KEYRING, 0)
 
         def sandboxed():
             if IS_ROOT:
@@ -331,11 +331,11 @@ def test_fresh_session_keyring_loses_the_zygotes_session(tmp_path):
                 os.setresgid(SLOT_UID, SLOT_UID, SLOT_UID)
                 os.setresuid(SLOT_UID, SLOT_UID, SLOT_UID)
             before = key_state(secret)
-            isolation.fresh_session_keyring()
-            mine = isolation._keyctl(isolation.KEYCTL_GET_KEYRING_ID, isolation.KEY_SPEC_SESSION_KEYRING, 0)
+            keyrings.fresh_session_keyring()
+            mine = keyrings._keyctl(keyrings.KEYCTL_GET_KEYRING_ID, keyrings.KEY_SPEC_SESSION_KEYRING, 0)
             buffer = ctypes.create_string_buffer(64)
             try:
-                isolation._keyctl(11, secret, ctypes.addressof(buffer), 64)  # KEYCTL_READ
+                keyrings._keyctl(11, secret, ctypes.addressof(buffer), 64)  # KEYCTL_READ
                 read = buffer.raw
             except OSError as error:
                 read = os.strerror(error.errno)
@@ -351,18 +351,18 @@ def test_userns_without_the_filter_refuses_to_start():
     number: without the seccomp filter the sandbox must not start (as root, ``user``, it may: its uid's own
     keyrings were emptied)."""
     def attempt(level, is_root):
-        isolation.block_keyring_syscalls = lambda: False
-        isolation.forget_user_keyrings = lambda: None  # the test's own uid: nothing to forget here
+        keyrings.block_keyring_syscalls = lambda: False
+        keyrings.forget_user_keyrings = lambda: None  # the test's own uid: nothing to forget here
         try:
-            return isolation._confine_keyrings(level, is_root)
-        except isolation.IsolationError as error:
+            return keyrings.confine_keyrings(level, is_root)
+        except levels.IsolationError as error:
             return f"refused: {error}"
     assert in_child(lambda: attempt("userns", False)).startswith("refused: isolation 'userns' needs a seccomp")
     assert in_child(lambda: attempt("user", True)) == "scrubbed"
 
 
 def test_the_filter_covers_every_abi():
-    program = isolation._filter_program()
+    program = keyrings._filter_program()
     if program is None:
         pytest.skip(f"no keyring syscall numbers known for {platform.machine()}")
     assert len(program) % 8 == 0 and len(program) // 8 < 64
@@ -371,12 +371,12 @@ def test_the_filter_covers_every_abi():
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long
         before = libc.syscall(ctypes.c_long(39 if platform.machine() == "x86_64" else 172))  # getpid
-        libc.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        assert isolation.block_keyring_syscalls()
+        libc.prctl(linux.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        assert keyrings.block_keyring_syscalls()
         results = {}
-        for name, number in zip(("add_key", "request_key", "keyctl"), isolation.KEYRING_SYSCALLS[
-                next(iter(isolation.KEYRING_SYSCALLS))], strict=True):
-            for variant in ((number, number | isolation.X32_SYSCALL_BIT) if platform.machine() == "x86_64"
+        for name, number in zip(("add_key", "request_key", "keyctl"), keyrings.KEYRING_SYSCALLS[
+                next(iter(keyrings.KEYRING_SYSCALLS))], strict=True):
+            for variant in ((number, number | keyrings.X32_SYSCALL_BIT) if platform.machine() == "x86_64"
                             else (number,)):
                 r = libc.syscall(ctypes.c_long(variant), ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0))
                 results[f"{name} {variant:#x}"] = -ctypes.get_errno() if r < 0 else r
@@ -396,7 +396,7 @@ def test_sysv_ipc_and_message_queues_do_not_reach_another_sandbox(zygote, scratc
         with sandbox(zygote, scratch, uid=SLOT_UID + 1) as beside:  # a classmate graded at the same time
             seen_beside = run_json(beside, IPC_CELL % (IPC_KEY, name, False))
         if IS_ROOT:
-            assert not isolation.ipc_objects_of(SLOT_UID), "the objects live in the sandbox's IPC namespace"
+            assert not teardown.ipc_objects_of(SLOT_UID), "the objects live in the sandbox's IPC namespace"
     with sandbox(zygote, scratch) as after:  # the next notebook of the same slot
         seen_after = run_json(after, IPC_CELL % (IPC_KEY, name, False))
     enoent = -2
@@ -438,8 +438,8 @@ def test_processes_and_what_they_hold_end_with_the_sandbox(zygote, scratch):
     held = min(limit - 10, 200)
     with sandbox(zygote, scratch) as first:
         assert run_json(first, DAEMON_CELL % (held, TAG)) == [held, True]
-        assert wait_until(lambda: len(isolation.processes_of(SLOT_UID)) >= 2)
-    assert wait_until(lambda: not isolation.processes_of(SLOT_UID)), isolation.processes_of(SLOT_UID)
+        assert wait_until(lambda: len(teardown.processes_of(SLOT_UID)) >= 2)
+    assert wait_until(lambda: not teardown.processes_of(SLOT_UID)), teardown.processes_of(SLOT_UID)
     with sandbox(zygote, scratch) as after:
         assert run_json(after, CONNECT_CELL % f"{TAG}-daemon") == "ConnectionRefusedError"
         assert run_json(after, INOTIFY_CELL % held) == held
@@ -486,7 +486,7 @@ def test_nothing_of_the_sandbox_uids_is_left_after_a_grading_run(scratch):
     and files land in the machine's, and the zygote sweeps them). Then no process, key, IPC object or
     file of a sandbox uid is on the machine."""
     slots = {SLOT_UID + 2: "auto", SLOT_UID + 3: "basic"}
-    in_child(lambda: add_key("answer", b"42", isolation.KEY_SPEC_USER_KEYRING), SLOT_UID + 3)  # an older run's
+    in_child(lambda: add_key("answer", b"42", keyrings.KEY_SPEC_USER_KEYRING), SLOT_UID + 3)  # an older run's
     run = zygote_client.Zygote()
     try:
         for uid, mode in slots.items():
@@ -502,7 +502,7 @@ def test_nothing_of_the_sandbox_uids_is_left_after_a_grading_run(scratch):
 def userns_main() -> None:
     """Run by test_userns_residue as a throw-away user; prints one JSON report."""
     report = {"uid": os.getuid()}
-    mine = add_key("instructor-own", b"kept", isolation.KEY_SPEC_USER_KEYRING)  # the instructor's own key
+    mine = add_key("instructor-own", b"kept", keyrings.KEY_SPEC_USER_KEYRING)  # the instructor's own key
     report["keys_before"] = [line.split()[0] + " " + line.split()[8] for line in open("/proc/keys")]
     scratch = tempfile.mkdtemp(prefix="lncourse-test-residue-")
     run = zygote_client.Zygote()
@@ -524,7 +524,7 @@ def userns_main() -> None:
     time.sleep(0.2)
     report["own_key"] = key_state(mine)
     report["keys_after"] = [line.split()[0] + " " + line.split()[8] for line in open("/proc/keys")]
-    report["own_ipc"] = isolation.ipc_objects_of(os.getuid())
+    report["own_ipc"] = teardown.ipc_objects_of(os.getuid())
     report["host_files"] = [p for p in ("/tmp", "/var/tmp", "/dev/shm") if os.path.exists(f"{p}/{TAG}")]
     report["leftovers"] = os.listdir(scratch)
     shutil.rmtree(scratch, ignore_errors=True)
@@ -549,7 +549,7 @@ def test_userns_residue():
     # sandboxes' (a session keyring each, their user namespaces' user keyrings) went with them
     assert report["keys_after"] == report["keys_before"], (report["keys_before"], report["keys_after"])
     assert not report["own_ipc"] and not report["host_files"] and not report["leftovers"], report
-    assert not isolation.processes_of(uid)
+    assert not teardown.processes_of(uid)
 
 
 if __name__ == "__main__" and "--userns-residue" in sys.argv:

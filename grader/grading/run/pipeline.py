@@ -39,7 +39,7 @@ from grader.grading.config import GradeConfig, grade_config
 from grader.grading.run.course_setup import class_of, exposure_warning, load_config, prepare
 from grader.grading.run.grading_run import GradingRun
 from grader.grading.run.summary import export_csv, print_nothing_scored, report_run
-from grader.grading.sandbox.isolation import IsolationError, check_level
+from grader.grading.sandbox.levels import IsolationError, check_level
 
 
 class Interrupted(KeyboardInterrupt):

@@ -211,7 +211,7 @@ class Sandbox:
                 pass
         self.shared.close()
         try:
-            from grader.grading.sandbox.isolation import remove_tree
+            from grader.grading.sandbox.teardown import remove_tree
 
             remove_tree(str(self.workdir))
         except Exception:  # noqa: BLE001 - any failure falls back to rmtree

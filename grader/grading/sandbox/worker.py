@@ -234,19 +234,21 @@ def run(config: dict) -> None:
     """
     channel_in, channel_out = _take_channel()
     from grader.grading.sandbox import isolation
+    from grader.grading.sandbox.levels import IsolationError
+    from grader.grading.sandbox.rootfs import HOME, USER
 
     try:
         report = isolation.apply(config)
     except Exception as error:  # noqa: BLE001 - IsolationError, OSError from a mount...: never start unconfined
         _refuse(channel_out,
-                str(error) if isinstance(error, isolation.IsolationError) else f"{type(error).__name__}: {error}")
+                str(error) if isinstance(error, IsolationError) else f"{type(error).__name__}: {error}")
     environment = dict(config["environment"])
     if report["mode"] in ("user", "userns"):  # the grader's paths mean nothing in here
         workdir = config.get("workdir")
-        environment = {k: (isolation.HOME if v == workdir else v) for k, v in environment.items()}
-        environment.update(HOME=isolation.HOME, TMPDIR="/tmp")
-    environment.setdefault("USER", isolation.USER)
-    environment.setdefault("LOGNAME", isolation.USER)
+        environment = {k: (HOME if v == workdir else v) for k, v in environment.items()}
+        environment.update(HOME=HOME, TMPDIR="/tmp")
+    environment.setdefault("USER", USER)
+    environment.setdefault("LOGNAME", USER)
     os.environ.clear()
     os.environ.update(environment)
     try:  # the kernel starts before the hello: if it cannot, the hello says why (an exit status would not)

@@ -33,7 +33,7 @@ WARM_MODULES = ["numpy", "matplotlib", "matplotlib.pyplot", "IPython.core.intera
                 "grader.attempts", "grader.exercises",
                 "grader.compare", "grader.numerics", "grader.oracles", "grader.grading.sandbox.protocol",
                 "grader.grading.sandbox.stream",
-                "grader.grading.sandbox.isolation"]
+                "grader.grading.sandbox.isolation", "grader.grading.sandbox.teardown"]
 
 
 def warm_up() -> None:
@@ -45,9 +45,9 @@ def warm_up() -> None:
             pass
     _format_one_traceback()
     _memoise_word_patterns()
-    from grader.grading.sandbox import isolation
+    from grader.grading.sandbox import allowlist
 
-    isolation.plan()  # what the sandboxes may see, computed once and inherited by every fork
+    allowlist.plan()  # what the sandboxes may see, computed once and inherited by every fork
 
 
 def _format_one_traceback() -> None:
@@ -120,9 +120,9 @@ def destroy(pid: int):
     PID namespace with it, then (as root) invalidates the sandbox uid's keyrings and exits.
     Then, with a control group: freeze it, kill all, remove it. Then the sandbox's first process:
     SIGTERM, SIGKILL to its process group if it is still there a moment later. A sandbox without
-    namespaces run as root (``basic``) then has its uid's leftovers swept (``isolation.sweep_uid``).
+    namespaces run as root (``basic``) then has its uid's leftovers swept (``teardown.sweep_uid``).
     """
-    from grader.grading.sandbox import cgroup, isolation
+    from grader.grading.sandbox import cgroup, teardown
 
     paths = _groups.pop(pid, None)
     level, uid = _levels.pop(pid, ("", -1))
@@ -146,7 +146,7 @@ def destroy(pid: int):
                     break
         cgroup.remove(paths)
         if level == "basic" and uid > 0 and os.geteuid() == 0 and uid not in (u for _, u in _levels.values()):
-            isolation.sweep_uid(uid)
+            teardown.sweep_uid(uid)
     except Exception:  # noqa: BLE001 - teardown must not stop the zygote
         code = _exited.get(pid)
     _exited.pop(pid, None)
@@ -157,7 +157,7 @@ def forget_sandbox_uids() -> None:
     """As root, when this zygote leaves: invalidate the keyrings of every sandbox uid it started (each
     sandbox already did at its start and its relay at its end; this catches a relay killed before it
     could), in one throw-away fork that becomes each uid in turn. Never raises."""
-    from grader.grading.sandbox import isolation
+    from grader.grading.sandbox import keyrings
 
     uids = sorted(u for u in _sandbox_uids if u > 0 and u not in (v for _, v in _levels.values()))
     _sandbox_uids.clear()
@@ -173,8 +173,8 @@ def forget_sandbox_uids() -> None:
             for uid in uids:
                 os.setresuid(uid, uid, 0)  # the saved uid keeps the way back to root for the next one
                 try:
-                    if isolation.fresh_session_keyring():
-                        isolation.forget_user_keyrings()
+                    if keyrings.fresh_session_keyring():
+                        keyrings.forget_user_keyrings()
                 except OSError:
                     pass
                 os.setresuid(0, 0, 0)
@@ -188,15 +188,15 @@ def forget_sandbox_uids() -> None:
 
 def fork_sandbox(request: dict, fds: list[int], control: socket.socket) -> int:
     """Fork a sandbox in a new control group (when the machine allows); returns its pid."""
-    from grader.grading.sandbox import cgroup, isolation, worker
+    from grader.grading.sandbox import cgroup, levels, worker
 
     config = request["config"]
     limits = config.get("limits", {})
     paths = cgroup.create(limits.get("memory_bytes"), limits.get("processes")) if config.get("cgroup", True) else None
     config["cgroup"] = paths
     try:
-        level = isolation.choose_level(config.get("mode", "auto"), os.geteuid() == 0)
-    except isolation.IsolationError:
+        level = levels.choose_level(config.get("mode", "auto"), os.geteuid() == 0)
+    except levels.IsolationError:
         level = ""  # the sandbox refuses to start itself
     uid = int(config.get("uid", 65534))
     child = os.fork()
