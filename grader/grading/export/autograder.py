@@ -122,13 +122,9 @@ def diagnosis_text(result: dict, grade_id: str, index: int | None) -> str:
 def grade_notebook(course: Path, submission: Path, assignment: str, student: str = "learner") -> Graded:
     """Grade ``submission`` (a folder) against the built course copy ``course`` (source/, release/ and a
     gradebook that records ``assignment``; written to). Raises only for the grader's own failures."""
-    import nbformat
-
     from grader.grading.autograde.nbgrader_steps import run_phase
     from grader.grading.config import grade_config
-    from grader.grading.run import intake, jobs, results
     from grader.grading.run.course_setup import load_config, sandbox_options, secret_folders
-    from grader.grading.slots.execution_slot import sandbox_uid
 
     started = time.monotonic()
     # nbgrader's own add_submission trips this SQLAlchemy warning on every new learner (as in pipeline.grade)
@@ -144,6 +140,23 @@ def grade_notebook(course: Path, submission: Path, assignment: str, student: str
     config = load_config(course)
     settings = grade_config(course, base=config)
     work = course / "build" / "grading" / assignment
+    submitted_dir = sanitised_mirror(config, course, work, assignment, student, notebooks, graded)
+    options = sandbox_options(work, settings, secret_folders(course))
+    kept = {notebook: execute_notebook(course, work, assignment, student, notebook, options, graded)
+            for notebook in notebooks}
+    run_phase(config, course, assignment, student, "record", submitted_dir, str(work / "results"), notes=graded.notes)
+    add_test_outcomes(graded, kept, recorded_grades(config, course, assignment, student))
+    graded.seconds = time.monotonic() - started
+    return graded
+
+
+def sanitised_mirror(config, course: Path, work: Path, assignment: str, student: str, notebooks: list[str],
+                     graded: Graded) -> str:
+    """Steps 1 and 2: the intake's mirror in ``work``, sanitised by nbgrader (the blank release where nbgrader
+    cannot read it, which ``graded.notes`` says); the mirror's folder relative to ``course``."""
+    from grader.grading.autograde.nbgrader_steps import run_phase
+    from grader.grading.run import intake
+
     shutil.rmtree(work, ignore_errors=True)
     (work / "sandboxes").mkdir(parents=True)
     os.chmod(work / "sandboxes", 0o711)
@@ -157,36 +170,50 @@ def grade_notebook(course: Path, submission: Path, assignment: str, student: str
             shutil.copyfile(course / "release" / assignment / f"{notebook}.ipynb",
                             work / "submitted" / student / assignment / f"{notebook}.ipynb")
         run_phase(config, course, assignment, student, "sanitize", submitted_dir)
-    options = sandbox_options(work, settings, secret_folders(course))
-    mode = options["mode"]
-    kept = {}
-    for notebook in notebooks:
-        autograded = course / "autograded" / student / assignment / f"{notebook}.ipynb"
-        source = course / "source" / assignment / f"{notebook}.ipynb"
-        files = work / "submitted" / student / assignment
-        result = None
-        for attempt_mode in dict.fromkeys([mode, "basic"]):
-            job = jobs.Job.make(assignment, student, notebook, autograded, source, files,
-                                {**options, "mode": attempt_mode})
-            result, problem = jobs.accept(job, jobs.run_job(job.to_json(), sandbox_uid=sandbox_uid()))
-            if result is None:
-                raise RuntimeError(f"the grader's own result was refused: {problem}")
-            if result.get("isolation") is not None:
-                break
-            why = "; ".join(result.get("notes", [])) or "no reason given"
-            if attempt_mode != "basic":
-                graded.instructor_notes.append(DEGRADED.format(mode=attempt_mode, why=why[:300]))
-        if result.get("isolation") is None:
-            raise RuntimeError("no sandbox could start, even at isolation 'basic': "
-                               + "; ".join(result.get("notes", [])))
-        graded.isolation = str((result.get("isolation") or {}).get("mode", ""))
-        results.write(work / "results" / student / f"{notebook}.json", result)
-        graded.notes += [f"{notebook}: {note}" for note in result.get("notes", [])]
-        executed = {grade_id: index for index, grade_id in
-                    results.autograded_tests(nbformat.read(autograded, as_version=4)).items()}
-        kept[notebook] = (result, nbformat.read(source, as_version=4), executed)
-    run_phase(config, course, assignment, student, "record", submitted_dir, str(work / "results"), notes=graded.notes)
-    recorded = recorded_grades(config, course, assignment, student)
+    return submitted_dir
+
+
+def execute_notebook(course: Path, work: Path, assignment: str, student: str, notebook: str, options: dict,
+                     graded: Graded) -> tuple[dict, object, dict[str, int]]:
+    """Step 3 for one notebook, again at ``basic`` where no sandbox starts at the configured mode (which
+    ``graded.instructor_notes`` says); its result written for nbgrader's record step. Returns the result, the
+    source notebook, and each test cell's index in the executed notebook."""
+    import nbformat
+
+    from grader.grading.run import jobs, results
+    from grader.grading.slots.execution_slot import sandbox_uid
+
+    autograded = course / "autograded" / student / assignment / f"{notebook}.ipynb"
+    source = course / "source" / assignment / f"{notebook}.ipynb"
+    files = work / "submitted" / student / assignment
+    result = None
+    for attempt_mode in dict.fromkeys([options["mode"], "basic"]):
+        job = jobs.Job.make(assignment, student, notebook, autograded, source, files,
+                            {**options, "mode": attempt_mode})
+        result, problem = jobs.accept(job, jobs.run_job(job.to_json(), sandbox_uid=sandbox_uid()))
+        if result is None:
+            raise RuntimeError(f"the grader's own result was refused: {problem}")
+        if result.get("isolation") is not None:
+            break
+        why = "; ".join(result.get("notes", [])) or "no reason given"
+        if attempt_mode != "basic":
+            graded.instructor_notes.append(DEGRADED.format(mode=attempt_mode, why=why[:300]))
+    if result.get("isolation") is None:
+        raise RuntimeError("no sandbox could start, even at isolation 'basic': "
+                           + "; ".join(result.get("notes", [])))
+    graded.isolation = str((result.get("isolation") or {}).get("mode", ""))
+    results.write(work / "results" / student / f"{notebook}.json", result)
+    graded.notes += [f"{notebook}: {note}" for note in result.get("notes", [])]
+    executed = {grade_id: index for index, grade_id in
+                results.autograded_tests(nbformat.read(autograded, as_version=4)).items()}
+    return result, nbformat.read(source, as_version=4), executed
+
+
+def add_test_outcomes(graded: Graded, kept: dict[str, tuple], recorded: dict[tuple[str, str], tuple[float, float]]):
+    """Each test cell's points as nbgrader recorded them (none recorded: zero of the cell's points), its status
+    and diagnosis from the notebook's result."""
+    from grader.grading.run import results
+
     for notebook, (result, source_nb, executed) in kept.items():
         for index, grade_id in results.autograded_tests(source_nb).items():
             score, possible = recorded.get((notebook, grade_id), (0.0, float(
@@ -195,8 +222,6 @@ def grade_notebook(course: Path, submission: Path, assignment: str, student: str
                 grade_id, score, possible, result["tests"].get(grade_id, {}).get("status", "not_run"),
                 diagnosis_text(result, grade_id, executed.get(grade_id)),
                 HIDDEN_MARKER in source_nb.cells[index].source))
-    graded.seconds = time.monotonic() - started
-    return graded
 
 
 def recorded_grades(config, course: Path, assignment: str, student: str) -> dict[tuple[str, str], tuple[float, float]]:
