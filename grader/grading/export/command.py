@@ -38,20 +38,13 @@ def _listed(what: str, names: list[str]) -> None:
 
 def export(args) -> int:
     from grader.course import course_root
-    from grader.grading.export import canvas, moodle, nbgrader_csv
     from grader.grading.export.gradebook import GradebookError, read_class
     from grader.grading.export.roster import RosterError, read_roster, reconcile
 
     root = Path(args.root or course_root()).resolve()
     assignments = list(dict.fromkeys(args.assignment))
-    try:
-        canvas_ids = dict(item.split("=", 1) for item in args.canvas_id)
-    except ValueError:
-        print("--canvas-id takes ASSIGNMENT=ID, e.g. --canvas-id 03_backward=4721", file=sys.stderr)
-        return 2
-    bad = {a: i for a, i in canvas_ids.items() if not i.isdigit()}
-    if bad:
-        print(f"a Canvas id is a number: {bad}", file=sys.stderr)
+    canvas_ids = _canvas_ids(args.canvas_id)
+    if canvas_ids is None:
         return 2
     try:
         roster = read_roster(args.roster) if args.roster else None
@@ -63,26 +56,61 @@ def export(args) -> int:
         print(f"warning: {printable(warning, 300)}", file=sys.stderr)
     matched = reconcile(roster, grades)
     if roster is None and args.to != "csv":
-        print("no --roster: learners are known only by their nbgrader id" + (
-              ", taken as their SIS Login ID" if args.to == "canvas" else
-              (", taken as their Moodle username" if args.moodle_id == "username" else "")), file=sys.stderr)
-        if args.to == "canvas":
-            from dataclasses import replace
-
-            matched = type(matched)([replace(learner, sis_login_id=learner.sis_login_id or learner.nbgrader_id)
-                                     for learner in matched.learners],
-                                    matched.not_in_roster, matched.no_submission)
-        elif args.moodle_id == "username":
-            from dataclasses import replace
-
-            matched = type(matched)([replace(learner, username=learner.username or learner.nbgrader_id)
-                                     for learner in matched.learners],
-                                    matched.not_in_roster, matched.no_submission)
+        matched = _known_by_nbgrader_id(matched, args)
     _listed("in the gradebook but not in the roster", matched.not_in_roster)
     _listed(f"no submission (--missing {args.missing}: {'0' if args.missing == 'zero' else 'left blank'})",
             [f"{s} ({a})" for s, a in matched.no_submission])
     stem = "-".join(assignments) if len(assignments) <= 3 else f"{assignments[0]}-and-{len(assignments) - 1}-more"
     out = Path(args.out or root / "build" / "exports" / f"{args.to}-{stem}.csv")
+    data = _exported(args, grades, matched, canvas_ids)
+    if data is None:
+        return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = out.with_name(f".{out.name}.tmp")
+    temporary.write_bytes(data.encode("utf-8"))
+    temporary.replace(out)
+    print(f"wrote {out} ({args.to}: {len(assignments)} assignment(s), {len(matched.learners)} learner(s) known)")
+    return 0
+
+
+def _canvas_ids(items: list[str]) -> dict[str, str] | None:
+    """--canvas-id's ASSIGNMENT=ID pairs, or None once the mistake is printed."""
+    try:
+        canvas_ids = dict(item.split("=", 1) for item in items)
+    except ValueError:
+        print("--canvas-id takes ASSIGNMENT=ID, e.g. --canvas-id 03_backward=4721", file=sys.stderr)
+        return None
+    bad = {a: i for a, i in canvas_ids.items() if not i.isdigit()}
+    if bad:
+        print(f"a Canvas id is a number: {bad}", file=sys.stderr)
+        return None
+    return canvas_ids
+
+
+def _known_by_nbgrader_id(matched, args):
+    """With no --roster, the learners as the LMS must match them: by their nbgrader id, said once."""
+    print("no --roster: learners are known only by their nbgrader id" + (
+          ", taken as their SIS Login ID" if args.to == "canvas" else
+          (", taken as their Moodle username" if args.moodle_id == "username" else "")), file=sys.stderr)
+    if args.to == "canvas":
+        from dataclasses import replace
+
+        matched = type(matched)([replace(learner, sis_login_id=learner.sis_login_id or learner.nbgrader_id)
+                                 for learner in matched.learners],
+                                matched.not_in_roster, matched.no_submission)
+    elif args.moodle_id == "username":
+        from dataclasses import replace
+
+        matched = type(matched)([replace(learner, username=learner.username or learner.nbgrader_id)
+                                 for learner in matched.learners],
+                                matched.not_in_roster, matched.no_submission)
+    return matched
+
+
+def _exported(args, grades, matched, canvas_ids: dict[str, str]) -> str | None:
+    """The file's text in the format ``--to`` names (who was left out printed), or None once the problem is."""
+    from grader.grading.export import canvas, moodle, nbgrader_csv
+
     if args.to == "canvas" and args.canvas_export:
         try:
             text = args.canvas_export.read_bytes().decode("utf-8")
@@ -90,11 +118,11 @@ def export(args) -> int:
         except (OSError, UnicodeDecodeError, ValueError) as error:
             print(f"the Canvas export {printable(str(args.canvas_export), 200)} cannot be filled: "
                   f"{printable(str(error), 300)}", file=sys.stderr)
-            return 2
+            return None
         for what, names in unmatched.items():
             _listed(f"Canvas export: {what}", names)
-        data = filled
-    elif args.to == "canvas":
+        return filled
+    if args.to == "canvas":
         data, left_out = canvas.write_import(grades, matched.learners, canvas_ids, args.missing)
         _listed("NOT EXPORTED: no Canvas ID, SIS User ID or SIS Login ID in the roster", left_out)
     elif args.to == "moodle":
@@ -102,12 +130,7 @@ def export(args) -> int:
         _listed(f"NOT EXPORTED: no {args.moodle_id} in the roster", left_out)
     else:
         data = nbgrader_csv.write_csv(grades, matched.learners, args.missing)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = out.with_name(f".{out.name}.tmp")
-    temporary.write_bytes(data.encode("utf-8"))
-    temporary.replace(out)
-    print(f"wrote {out} ({args.to}: {len(assignments)} assignment(s), {len(matched.learners)} learner(s) known)")
-    return 0
+    return data
 
 
 def main(argv: list[str]) -> int:
