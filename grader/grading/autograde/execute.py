@@ -208,47 +208,60 @@ def execute_submission(notebook_path: str, source_notebook_path: str, sandbox_op
     if executed_parts(nb, sandbox_options.get("files"))["folder"] != executed["folder"]:  # changed while copied
         executed["folder"] = bytes_digest(b"the learner's folder changed while the sandbox copied it")
     base = trusted_namespace(source_nb)
-    stopped = None
     with sandbox:
         result["isolation"] = sandbox.isolation
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "code":
-                continue
-            key = str(index)
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            claims_test = isinstance(grade_id, str) and grade_id in tests
-            if claims_test and tests[grade_id] != cell.source:
-                message = f"cell '{grade_id}' differs from the instructor's test; it was not run and scores zero"
-                notes.append(message)
-                result["tests"][grade_id] = {"status": "mismatch", "message": message}
-                result["cells"][key] = [error_output("NotGraded", message)]
-                continue
-            if stopped is not None:
-                result["cells"][key] = [error_output("NotRun", f"not run: {stopped}")] if claims_test else []
-                if claims_test:
-                    result["tests"][grade_id] = {"status": "not_run", "message": f"not run: {stopped}"}
-                continue
-            try:
-                if claims_test:
-                    outputs, passed, misconceptions = run_test_cell(cell.source, base, sandbox,
-                                                                    limits.output_characters)
-                    _take_flags(result, grade_id, sandbox)
-                    result["cells"][key] = outputs
-                    result["tests"][grade_id] = {"status": PASSED if passed else "failed",
-                                                 "message": "" if passed else "the test failed"}
-                    if misconceptions and not passed:
-                        result["tests"][grade_id]["misconceptions"] = misconceptions
-                else:
-                    result["cells"][key] = sandbox.run_cell(cell.source)["outputs"]
-            except SandboxError as error:
-                result["retry"] = sandbox.launcher_died  # the grader's failure: the notebook may run again
-                stopped = f"{error} (in cell {index})"
-                notes.append(stopped)
-                result["cells"][key] = [error_output("SandboxError", str(error))]
-                if claims_test:
-                    result["tests"][grade_id] = {"status": "not_run", "message": str(error)}
+        stopped = _run_cells(nb, tests, base, sandbox, limits, result)
     result["complete"] = stopped is None  # every cell ran to its end: a result worth caching (grader.grading.run.jobs)
     return result
+
+
+def _run_cells(nb, tests: dict[str, str], base: dict, sandbox: Sandbox, limits: Limits, result: dict) -> str | None:
+    """Run the notebook's code cells in order, into ``result``: the learner's in the sandbox, the trusted test
+    cells here. After the sandbox fails, no cell runs; returns why it stopped (None: every cell ran)."""
+    notes = result["notes"]
+    stopped = None
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        key = str(index)
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        claims_test = isinstance(grade_id, str) and grade_id in tests
+        if claims_test and tests[grade_id] != cell.source:
+            message = f"cell '{grade_id}' differs from the instructor's test; it was not run and scores zero"
+            notes.append(message)
+            result["tests"][grade_id] = {"status": "mismatch", "message": message}
+            result["cells"][key] = [error_output("NotGraded", message)]
+            continue
+        if stopped is not None:
+            result["cells"][key] = [error_output("NotRun", f"not run: {stopped}")] if claims_test else []
+            if claims_test:
+                result["tests"][grade_id] = {"status": "not_run", "message": f"not run: {stopped}"}
+            continue
+        try:
+            if claims_test:
+                _grade_test(cell.source, grade_id, key, base, sandbox, limits, result)
+            else:
+                result["cells"][key] = sandbox.run_cell(cell.source)["outputs"]
+        except SandboxError as error:
+            result["retry"] = sandbox.launcher_died  # the grader's failure: the notebook may run again
+            stopped = f"{error} (in cell {index})"
+            notes.append(stopped)
+            result["cells"][key] = [error_output("SandboxError", str(error))]
+            if claims_test:
+                result["tests"][grade_id] = {"status": "not_run", "message": str(error)}
+    return stopped
+
+
+def _grade_test(source: str, grade_id: str, key: str, base: dict, sandbox: Sandbox, limits: Limits,
+                result: dict) -> None:
+    """Run one trusted test cell and record its outputs, status, diagnosis and flags in ``result``."""
+    outputs, passed, misconceptions = run_test_cell(source, base, sandbox, limits.output_characters)
+    _take_flags(result, grade_id, sandbox)
+    result["cells"][key] = outputs
+    result["tests"][grade_id] = {"status": PASSED if passed else "failed",
+                                 "message": "" if passed else "the test failed"}
+    if misconceptions and not passed:
+        result["tests"][grade_id]["misconceptions"] = misconceptions
 
 
 def _take_flags(result: dict, grade_id: str, sandbox: Sandbox) -> None:
