@@ -59,8 +59,6 @@ class ProtocolError(Exception):
     """The other side sent something that is not a valid message."""
 
 
-
-
 def _float(value: float):
     return value if isfinite(value) else float.__repr__(value)
 
@@ -113,61 +111,78 @@ def decode(data, make_handle=None, depth: int = 0, make_stream=None, make_shared
         raise ProtocolError("malformed value")
     tag = data["t"]
     try:
-        if tag == "none":
-            return None
-        if tag == "bool":
-            return bool(data["v"] is True)
-        if tag == "int":
-            text = str(data["v"])
-            if len(text) > 4000:
-                raise ProtocolError("integer too large")
-            return int(text)
-        if tag == "float":
-            return float(data["v"])
-        if tag == "str":
-            return str(data["v"])
+        if tag in ("none", "bool", "int", "float", "str", "unsupported"):
+            return _decode_plain(tag, data)
         if tag in ("tuple", "list"):
             items = [decode(v, make_handle, depth + 1, make_stream, make_shared) for v in data["v"]]
             return tuple(items) if tag == "tuple" else items
         if tag == "dict":
             return {str(k): decode(v, make_handle, depth + 1, make_stream, make_shared) for k, v in data["v"]}
         if tag in ("ndarray", "ndarray_subclass", "scalar"):
-            dtype = ALLOWED_DTYPES.get(str(data["dtype"]))
-            if dtype is None:
-                raise ProtocolError(f"dtype {data['dtype']!r} not allowed")
-            shape = tuple(int(n) for n in data["shape"])
-            raw = _b64decode(str(data["b64"]))
-            array = _FROMBUFFER(raw, dtype=dtype).reshape(shape).copy()
-            if tag == "ndarray":
-                return array
-            if tag == "scalar":
-                return array[()]
-            return Unsupported(str(data.get("type", "ndarray subclass")) + " (a subclass of numpy.ndarray)")
-        if tag == "callable":
-            if make_handle is None:
-                raise ProtocolError("unexpected callable")
-            return make_handle(int(data["id"]), str(data.get("name", "function"))[:100])
-        if tag == "stream":
-            if make_handle is None or make_stream is None:
-                raise ProtocolError("unexpected stream")
-            dtype = ALLOWED_DTYPES.get(str(data["dtype"]))
-            if dtype is None:
-                raise ProtocolError(f"dtype {data['dtype']!r} not allowed")
-            return make_stream(make_handle(int(data["id"]), "stream"), int(data["len"]), dtype)
-        if tag == "shared" and depth == 0:
-            if make_shared is None:
-                raise ProtocolError("unexpected shared array")
-            dtype = ALLOWED_DTYPES.get(str(data["dtype"]))
-            if dtype is None:
-                raise ProtocolError(f"dtype {data['dtype']!r} not allowed")
-            return make_shared(int(data["offset"]), dtype, tuple(int(n) for n in data["shape"]))
-        if tag == "unsupported":
-            return Unsupported(str(data.get("type", "unknown"))[:200])
+            return _decode_array(tag, data)
+        if tag in ("callable", "stream") or (tag == "shared" and depth == 0):
+            return _decode_reference(tag, data, make_handle, make_stream, make_shared)
     except ProtocolError:
         raise
     except Exception as error:  # noqa: BLE001 - any malformed field
         raise ProtocolError(f"malformed {tag}: {type(error).__name__}") from None
     raise ProtocolError(f"unknown tag {tag!r}")
+
+
+def _decode_plain(tag: str, data: dict):
+    """None, a bool, an int (at most 4000 digits), a float, a str, or the name of what could not cross."""
+    if tag == "none":
+        return None
+    if tag == "bool":
+        return bool(data["v"] is True)
+    if tag == "int":
+        text = str(data["v"])
+        if len(text) > 4000:
+            raise ProtocolError("integer too large")
+        return int(text)
+    if tag == "float":
+        return float(data["v"])
+    if tag == "str":
+        return str(data["v"])
+    return Unsupported(str(data.get("type", "unknown"))[:200])
+
+
+def _decode_array(tag: str, data: dict):
+    """A fresh plain ndarray (or numpy scalar) from its bytes; a subclass arrives as its name only."""
+    dtype = _allowed_dtype(data)
+    shape = tuple(int(n) for n in data["shape"])
+    raw = _b64decode(str(data["b64"]))
+    array = _FROMBUFFER(raw, dtype=dtype).reshape(shape).copy()
+    if tag == "ndarray":
+        return array
+    if tag == "scalar":
+        return array[()]
+    return Unsupported(str(data.get("type", "ndarray subclass")) + " (a subclass of numpy.ndarray)")
+
+
+def _decode_reference(tag: str, data: dict, make_handle, make_stream, make_shared):
+    """What stays on the other side: a callable's or a stream's handle, or an array in the shared memory
+    (only a whole argument, at depth 0)."""
+    if tag == "callable":
+        if make_handle is None:
+            raise ProtocolError("unexpected callable")
+        return make_handle(int(data["id"]), str(data.get("name", "function"))[:100])
+    if tag == "stream":
+        if make_handle is None or make_stream is None:
+            raise ProtocolError("unexpected stream")
+        dtype = _allowed_dtype(data)
+        return make_stream(make_handle(int(data["id"]), "stream"), int(data["len"]), dtype)
+    if make_shared is None:
+        raise ProtocolError("unexpected shared array")
+    dtype = _allowed_dtype(data)
+    return make_shared(int(data["offset"]), dtype, tuple(int(n) for n in data["shape"]))
+
+
+def _allowed_dtype(data: dict):
+    dtype = ALLOWED_DTYPES.get(str(data["dtype"]))
+    if dtype is None:
+        raise ProtocolError(f"dtype {data['dtype']!r} not allowed")
+    return dtype
 
 
 def _b64decode(text: str) -> bytes:
