@@ -18,6 +18,7 @@ from builtins import (
     Exception,
     UnicodeDecodeError,
     ValueError,
+    all,
     bool,
     callable,
     dict,
