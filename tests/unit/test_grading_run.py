@@ -25,7 +25,7 @@ import pytest
 
 from grader.grading.autograde.execute import execute_submission
 from grader.grading.config import GradeConfig
-from grader.grading.run import feedback_work, grading_run, pipeline, results
+from grader.grading.run import feedback_work, grading_run, pipeline, results, summary
 from grader.grading.run.jobs import Job, ResultCache
 from grader.grading.slots import execution_slot
 
@@ -221,9 +221,9 @@ def test_every_executed_result_is_accepted_cached_and_written(course):
         assert written == cached
     assert run.isolation == {"mode": "userns"}
     assert run.unfinished == set() and harness.messages() == {"ada": [], "bob": []}
-    run.write_summary()
-    summary = json.loads((run.work / "run.json").read_text())
-    assert summary["executed"] == [list(e) for e in expected] and summary["cached"] == []
+    summary.write_run_summary(run)
+    written = json.loads((run.work / "run.json").read_text())
+    assert written["executed"] == [list(e) for e in expected] and written["cached"] == []
 
 
 def test_a_cached_result_is_reused_and_nothing_is_submitted(course):

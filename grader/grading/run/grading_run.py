@@ -110,6 +110,25 @@ def _pool_call(job: Job, settings: GradeConfig) -> tuple[Callable, object]:
     return run_packed, pack(job, settings.grader_version)
 
 
+def _new_local_pool(jobs: int) -> ProcessPoolExecutor:
+    """The local execution pool, every worker (and its zygote) started now, overlapping the first sanitising."""
+    pool = new_slot_pool(jobs)
+    for _ in range(jobs):
+        pool.submit(int)
+    return pool
+
+
+def _without_glob_ids(students: list[str], messages: dict[str, list[str]], unfinished: set[str]) -> list[str]:
+    """The learners nbgrader can grade: an id holding *, ? or [ is told why not, and left out."""
+    patterns = [s for s in students if any(c in s for c in NBGRADER_GLOB_CHARACTERS)]
+    for student in patterns:  # nbgrader would process every classmate's files under this learner's id
+        messages[student] = ["this folder's name contains *, ? or [, which nbgrader reads as a pattern matching other "
+                             "learners' folders: it was not graded. Rename the folder (e.g. in submitted/) and run "
+                             "the same command again."]
+        unfinished.add(student)
+    return [s for s in students if s not in patterns]
+
+
 class GradingRun:
     """One ``grader grade`` run: sanitise, execute, record and feedback, pipelined per learner.
 
@@ -152,7 +171,7 @@ class GradingRun:
         self.seconds: dict = {}
         self.timings = {"sanitise": 0.0, "record": 0.0}
         self.unfinished: set[str] = set()  # learners whose grade or feedback the grader itself failed to write
-        self.pool_factory = pool_factory or self._new_local_pool
+        self.pool_factory = pool_factory or _new_local_pool
         self.phases = phases or nbgrader_phases()
         self.isolation, self.finished, self.total = None, 0, 0
         self.feedback = FeedbackWork(root, assignment, settings, self.config, self.notebooks, self.messages,
@@ -183,12 +202,6 @@ class GradingRun:
             self.pool = self.pool_factory(self.jobs)
             self.probe = self.pool.submit(probe, self.options)
         return self.pool
-
-    def _new_local_pool(self, jobs: int) -> ProcessPoolExecutor:
-        pool = new_slot_pool(jobs)
-        for _ in range(jobs):
-            pool.submit(int)  # start every worker (and its zygote) now, overlapping the first sanitising
-        return pool
 
     def _rebuild_pool(self, also: list[Task] = ()) -> None:
         """A worker died (killed, out of memory): every task it held (and ``also``) runs again in a fresh pool."""
@@ -382,22 +395,6 @@ class GradingRun:
         self.write_messages()
         self.feedback.submit(student)
 
-    def _without_glob_ids(self, students: list[str]) -> list[str]:
-        """The learners nbgrader can grade: an id holding *, ? or [ is told why not, and left out."""
-        patterns = [s for s in students if any(c in s for c in NBGRADER_GLOB_CHARACTERS)]
-        for student in patterns:  # nbgrader would process every classmate's files under this learner's id
-            self.messages[student] = ["this folder's name contains *, ? or [, which nbgrader reads as a pattern "
-                                      "matching other learners' folders: it was not graded. Rename the folder "
-                                      "(e.g. in submitted/) and run the same command again."]
-            self.unfinished.add(student)
-        return [s for s in students if s not in patterns]
-
-    def write_summary(self) -> None:
-        """run.json: which jobs were executed and which came from the cache (for tests and the bench)."""
-        summary = {"executed": sorted(map(list, self.executed)), "cached": sorted(map(list, self.reused)),
-                   "refused": self.refused, "cache": str(self.cache.folder)}
-        (self.work / "run.json").write_text(json.dumps(summary, indent=1, ensure_ascii=True))
-
     def write_messages(self) -> None:
         """messages.json, rewritten whole after every learner: it exists before anything else can fail."""
         temporary = self.work / "messages.json.tmp"
@@ -407,7 +404,7 @@ class GradingRun:
     # -- the run ----------------------------------------------------------------------
     def run(self, students: list[str]) -> str | None:
         """Grade every learner; returns None, or why no sandbox could start (nothing was executed)."""
-        students = self._without_glob_ids(students)
+        students = _without_glob_ids(students, self.messages, self.unfinished)
         self.total = len(students) * len(self.notebooks)
         self.feedback.sweep()
         self.progress.start(self.total)

@@ -3,6 +3,7 @@ why nothing was scored when no sandbox could start."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import sys
 from pathlib import Path
@@ -56,13 +57,21 @@ def report_run(run: "GradingRun", csv_path: Path) -> None:
           + ", ".join(f"{name} {value:.1f}s" for name, value in run.timings.items()))
     for line in run.refused[:20]:
         print(f"refused a result and ran the job again: {printable(line, 300)}", file=sys.stderr)
-    run.write_summary()
+    write_run_summary(run)
     print_scores(csv_path, run.assignment, run.messages)
     if run.unfinished:
         names = ", ".join(printable(s, 60) for s in sorted(run.unfinished)[:20])
         print(f"the grader could not finish {len(run.unfinished)} learner(s) of {run.assignment} ({names}): no grade "
               "or no feedback was written for them; see their notes above, fix the cause and run the same command "
               "again.", file=sys.stderr)
+
+
+def write_run_summary(run: "GradingRun") -> None:
+    """build/grading/ASSIGNMENT/run.json: which jobs were executed and which came from the cache (for tests and the
+    bench)."""
+    summary = {"executed": sorted(map(list, run.executed)), "cached": sorted(map(list, run.reused)),
+               "refused": run.refused, "cache": str(run.cache.folder)}
+    (run.work / "run.json").write_text(json.dumps(summary, indent=1, ensure_ascii=True))
 
 
 def print_scores(csv_path: Path, assignment: str, messages: dict[str, list[str]]) -> None:

@@ -1,6 +1,6 @@
-"""The sandbox's worker and isolation, split into parts with one job each, stay within the size limits
-(issue 40: a module about 500 lines at most, a function 60, a class 300), and every part is loaded
-where the learner's code cannot reach it first: in the zygote, before any learner cell."""
+"""Every module of the grading server stays within the size limits (issue 40: a module about 500 lines at
+most, a function 60, a class 300). The sandbox's worker and isolation, split into parts with one job each, are
+loaded where the learner's code cannot reach them first: in the zygote, before any learner cell."""
 import ast
 import subprocess
 import sys
@@ -29,9 +29,17 @@ def oversized(path: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("name", SPLIT)
-def test_each_part_is_within_the_size_limits(name):
-    assert oversized(SANDBOX / f"{name}.py") == []
+GRADING = ROOT / "grader" / "grading"
+
+
+@pytest.mark.parametrize("path", sorted(GRADING.rglob("*.py")), ids=lambda p: str(p.relative_to(GRADING)))
+def test_every_grading_module_is_within_the_size_limits(path):
+    """Every module of the grading server, not only the sandbox's (a new module starts within them)."""
+    assert oversized(path) == []
+
+
+def test_the_split_parts_are_still_there():
+    assert all((SANDBOX / f"{name}.py").is_file() for name in SPLIT)
 
 
 def test_the_size_check_sees_an_oversized_function(tmp_path):
