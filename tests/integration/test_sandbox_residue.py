@@ -521,9 +521,13 @@ def userns_main() -> None:
             report["socket_after"] = run_json(after, CONNECT_CELL % TAG)
     finally:
         run.close()
-    time.sleep(0.2)
+    def keys_now():
+        return [line.split()[0] + " " + line.split()[8] for line in open("/proc/keys")]
+
+    # the sandboxes' keyrings go when their last reference does, which the kernel's key GC may do a moment later
+    wait_until(lambda: keys_now() == report["keys_before"], seconds=10)
     report["own_key"] = key_state(mine)
-    report["keys_after"] = [line.split()[0] + " " + line.split()[8] for line in open("/proc/keys")]
+    report["keys_after"] = keys_now()
     report["own_ipc"] = teardown.ipc_objects_of(os.getuid())
     report["host_files"] = [p for p in ("/tmp", "/var/tmp", "/dev/shm") if os.path.exists(f"{p}/{TAG}")]
     report["leftovers"] = os.listdir(scratch)
