@@ -35,9 +35,9 @@
 # 5. write a causality probe that catches the first failure in any normalisation function,
 # 6. choose among the four common normalisations, and check your code against PyTorch.
 #
-# **Time.** About 120 minutes. This is an estimate, not a timing of learners: `tools/read-through-estimate`
-# counts about 5,200 words of prose (read at 150 words a minute), 42 code cells to run (half a minute each), 5
-# graded exercises (10 minutes each), 0 derivation steps (5 each), 6 predictions (2 each) and 0 widgets (5
+# **Time.** About 125 minutes. This is an estimate, not a timing of learners: `tools/read-through-estimate`
+# counts about 5,700 words of prose (read at 150 words a minute), 43 code cells to run (half a minute each), 5
+# graded exercises (10 minutes each), 0 derivation steps (5 each), 7 predictions (2 each) and 0 widgets (5
 # each), and adds the 22 s the solved notebook took to run on the course's test machine.
 #
 # **How the exercises work.** Each exercise is a function with a fixed signature. Replace
@@ -108,7 +108,23 @@ for kind, name in [("batch", "BatchNorm"), ("layer", "LayerNorm")]:
 # %% [markdown]
 # ## 2. LayerNorm, for any shape
 #
-# For one token $\mathbf x\in\mathbb R^d$ (one row of the last axis),
+# LayerNorm standardises each token $\mathbf x\in\mathbb R^d$ with statistics of that token alone, then
+# applies a gain $\boldsymbol\gamma$ and a shift $\boldsymbol\beta$ of shape `(d,)`. No other token, no
+# other sequence and no running average enters, so training and inference compute the same function.
+# Build the formula yourself before you open it. Answer on paper:
+#
+# 1. Which single number, computed from the token and subtracted from every entry, leaves entries that
+#    average to 0?
+# 2. After that subtraction, which number must you divide by so that the squares of the entries average
+#    to 1? Does its sum of squares get divided by $d$ or by $d-1$? Try the token $(-1, 1)$.
+# 3. A token whose $d$ entries are all equal makes that divisor 0. Where can a small $\epsilon>0$ go so
+#    that the token comes out as $\mathbf 0$, not $0/0$, and $\epsilon$ has the units of a variance?
+# 4. "Per token": one statistic per what, along which axis of a `(B, T, d)` array? What shape must the
+#    statistic have to line up with `x` whatever the number of leading axes?
+# 5. Every standardised token has mean 0 and mean square about 1. What do $\boldsymbol\gamma$ and
+#    $\boldsymbol\beta$ give back that the standardisation took away? What is the output when $d=1$?
+#
+# <details><summary>The definition (open after you have answered the five questions)</summary>
 #
 # $$\mu=\frac1d\sum_{j=1}^d x_j,\qquad \sigma^2=\frac1d\sum_{j=1}^d (x_j-\mu)^2,\qquad
 #   \hat{\mathbf x}=\frac{\mathbf x-\mu}{\sqrt{\sigma^2+\epsilon}},\qquad
@@ -116,29 +132,59 @@ for kind, name in [("batch", "BatchNorm"), ("layer", "LayerNorm")]:
 #
 # where $\odot$ is the elementwise product: $(\boldsymbol\gamma\odot\hat{\mathbf x})_k=\gamma_k\hat x_k$.
 #
-# Three details matter in every implementation. The variance is the **biased** one, dividing by
-# $d$ (NumPy's `np.var` default; PyTorch's `torch.var` divides by $d-1$ unless told otherwise).
-# $\epsilon$ sits **inside** the square root, so a constant token is divided by $\sqrt\epsilon$ rather
-# than by zero. And nothing else enters: no other token, no other sequence, no running average.
-# Training and inference compute exactly the same function.
+# 1. The mean $\mu$.
+# 2. The standard deviation from the **biased** variance, which divides by $d$: $(-1, 1)$ becomes
+#    $(-1, 1)$, with mean square 1, where dividing by $d-1$ gives $\pm1/\sqrt2$ and mean square $\frac12$.
+# 3. Inside the square root, added to $\sigma^2$: a constant token is divided by $\sqrt\epsilon$, not by zero.
+# 4. One mean and one variance per token, over the last axis (`axis=-1`). With `keepdims=True` they have
+#    shape `(..., 1)` and broadcast against `x`.
+# 5. A learned scale and offset for each feature: without them every output would be forced to mean 0
+#    and mean square 1, whatever the next layer needs. For $d=1$ the token equals its mean, so
+#    $\hat x=0$ and the output is $\boldsymbol\beta$.
+#
+# NumPy's `np.var` divides by $d$ by default; PyTorch's `torch.var` divides by $d-1$ unless told otherwise.
+# </details>
+#
+# **Predict, then run.** On paper $\sigma^2=\operatorname{mean}(\mathbf x^2)-\mu^2$ as well. The cell after
+# yours computes $\sigma^2$ both ways, in float64 (relative rounding about $10^{-16}$), for a token of 64
+# entries with mean about $10^4$ and spread about $10^{-2}$. What relative error do you expect of the
+# shortcut? Compare the size of $\operatorname{mean}(\mathbf x^2)$ with the size of the answer you want from it.
+
+# %%
+guess_shortcut_error = ...  # your guess: the relative error of mean(x**2) - mu**2 for this token
+
+# %%
+token_far = 1e4 + 1e-2 * np.random.default_rng(10).standard_normal(64)  # offset 1e4, spread 1e-2
+deviations_way = np.mean((token_far - np.mean(token_far)) ** 2)
+shortcut_way = np.mean(token_far**2) - np.mean(token_far) ** 2
+shortcut_error = abs(shortcut_way / deviations_way - 1)
+compare(guess_shortcut_error, shortcut_error, name="relative error of the shortcut")
+print(f"variance from squared deviations: {deviations_way:.6e};  mean(x^2) - mu^2: {shortcut_way:.6e};  "
+      f"relative error of the shortcut: {shortcut_error:.1e} (the checks allow 1e-7)")
+
+# %% [markdown]
+# <details><summary>Answer</summary>
+#
+# Of order $10^{-4}$. $\operatorname{mean}(\mathbf x^2)\approx10^8$ is known to about $10^8\times10^{-16}=10^{-8}$, and
+# the subtraction keeps that absolute error while the result, $\sigma^2\approx10^{-4}$, is $10^{12}$ times
+# smaller: $10^{-8}/10^{-4}=10^{-4}$, times a few roundings. Subtracting $\mu$ first makes the numbers small
+# before they are squared, and nothing cancels.
+# </details>
 #
 # ### Exercise 1 · `layernorm`
 #
-# Write `layernorm(x, gamma, beta, eps=1e-5)` for `x` of any shape `(..., d)`, including a single
-# token of shape `(d,)` and tokens of a single feature (`d = 1`: every $\hat x$ is then 0 and the
-# output is $\boldsymbol\beta$), with `gamma` and `beta` of shape `(d,)`. Return a float64 array shaped
-# like `x`. Do not modify `x`. The checks compare with PyTorch's `layer_norm` in float64 and allow a
-# relative error of $10^{-7}$, for any gain (negative entries included), any `eps`, and tokens that
-# sit far from zero.
+# The contract:
 #
-# Before you write it, answer two questions from the formula: what does a token whose $d$ entries
-# are all equal come out as, and why does $\epsilon$ matter for it? And what does `d = 1` give?
+# - **Signature** `layernorm(x, gamma, beta, eps=1e-5)`, with the definition you derived above.
+# - **Shapes.** `x` is `(..., d)`: one token `(d,)`, a sequence `(T, d)`, a batch `(B, T, d)`, ..., and
+#   $d=1$ too. `gamma` and `beta` are `(d,)`. The result has `x`'s shape; every token gets its own statistics.
+# - **Dtype.** float64 in, float64 out. `x` is not modified.
+# - **Errors.** None of its own: the inputs are always valid.
 #
-# **Compute the variance as the mean of the squared deviations**, $\frac1d\sum_j(x_j-\mu)^2$, not with
-# the shortcut $\operatorname{mean}(\mathbf x^2)-\mu^2$. The two are equal on paper, but the hidden tests
-# include tokens with a large offset and a small spread, where the shortcut subtracts two nearly
-# equal large numbers and loses digits of $\sigma^2$ even in float64, more than the tolerance allows.
-# The same goes for `batch_norm` in Exercise 2. The cell below measures the loss on one such token.
+# What the checks ask: a result within a relative $10^{-7}$ of PyTorch's `layer_norm` in float64, for
+# inputs of one to four axes, a square input, $d=1$, $\epsilon$ up to 1, a gain with negative entries,
+# and tokens of offset $10^4$ and spread $10^{-2}$, where the shortcut above fails: compute $\sigma^2$ from
+# the squared deviations. The same goes for `batch_norm` in Exercise 2.
 #
 # In this notebook's exercises, compute the result yourself: a graded function that calls PyTorch's
 # `layer_norm`, `rms_norm`, `batch_norm`, `group_norm`, `instance_norm` or `var_mean` (or the matching
@@ -147,17 +193,6 @@ for kind, name in [("batch", "BatchNorm"), ("layer", "LayerNorm")]:
 # controls), so no points depend on it: it lists what it saw for your instructor, who decides.
 # Comparing with them in other cells is fine.
 #
-# *Hint:* reduce with `axis=-1, keepdims=True`, so the statistics have shape `(..., 1)` and
-# broadcast against `x`.
-#
-# %%
-token_far = 1e4 + 1e-2 * np.random.default_rng(10).standard_normal(64)  # offset 1e4, spread 1e-2
-deviations_way = np.mean((token_far - np.mean(token_far)) ** 2)
-shortcut_way = np.mean(token_far**2) - np.mean(token_far) ** 2
-print(f"variance from squared deviations: {deviations_way:.6e};  mean(x^2) - mu^2: {shortcut_way:.6e};  "
-      f"relative error of the shortcut: {abs(shortcut_way / deviations_way - 1):.1e} (the checks allow 1e-7)")
-
-# %% [markdown]
 # **Stuck?** Run `hint("layernorm")` in a new cell. Its steps open as you try: step 1 (the
 # idea) at once; step 2 (what your checks said) once you have run the checks below on your own
 # code; step 3 (the shape of the code) after a check fails again since you saw step 2. Asking again
@@ -165,10 +200,9 @@ print(f"variance from squared deviations: {deviations_way:.6e};  mean(x^2) - mu^
 
 # %% nbgrader={"grade": false, "grade_id": "layernorm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def layernorm(x, gamma, beta, eps=1e-5):
-    """LayerNorm over the last axis: each token is normalised with its own statistics.
+    """LayerNorm of every token of x (the rows of its last axis), with gain gamma and shift beta.
 
-    x: (..., d); gamma, beta: (d,). Returns gamma * x_hat + beta, shape (..., d), where
-    x_hat = (x - mu) / sqrt(var + eps) with the mean and biased variance of each token.
+    x: (..., d) float64; gamma, beta: (d,). Returns a float64 array of x's shape; x is not modified.
     """
     ### BEGIN SOLUTION
     mu = x.mean(axis=-1, keepdims=True)
@@ -196,37 +230,59 @@ check_layernorm(layernorm, shape=(2, 12), seed=19, gamma=np.linspace(-2.0, 3.0, 
 # %% [markdown]
 # ## 3. BatchNorm in training mode
 #
-# BatchNorm computes the same formula with the roles of the axes exchanged. For each feature
-# $k$, the mean and biased variance are taken over every token in the batch,
+# BatchNorm standardises with the same recipe as LayerNorm and applies the same $\boldsymbol\gamma$ and
+# $\boldsymbol\beta$, but with the roles of the axes exchanged (section 1's picture). This is what it does
+# while training; at test time it switches to running averages of its statistics, which section 6 adds.
+# Answer on paper, from your answers for LayerNorm:
+#
+# 1. Which axis of a `(B, T, d)` input does BatchNorm keep, and which does it average over? How many
+#    means does it compute, and what shape do they have?
+# 2. Over how many numbers $N$ is each mean taken for an input `(B, d)`, `(B, T, d)`, and an image batch
+#    stored channels-last as `(B, H, W, d)`?
+# 3. Does a mean of shape `(d,)` line up with `x` without reshaping? Which axes do you pass to the reduction?
+# 4. A batch that holds one token, $N=1$: what does every output become? Compare LayerNorm at $d=1$.
+#
+# <details><summary>The definition (open after you have answered the four questions)</summary>
+#
+# For each feature $k$, with $n$ running over all $N$ tokens of the batch,
 #
 # $$\mu_k=\frac1N\sum_{n=1}^N x_{n,k},\qquad \sigma_k^2=\frac1N\sum_{n=1}^N (x_{n,k}-\mu_k)^2,
-#   \qquad y_{n,k}=\gamma_k\frac{x_{n,k}-\mu_k}{\sqrt{\sigma_k^2+\epsilon}}+\beta_k ,$$
+#   \qquad y_{n,k}=\gamma_k\frac{x_{n,k}-\mu_k}{\sqrt{\sigma_k^2+\epsilon}}+\beta_k .$$
 #
-# where $n$ runs over all $N$ tokens: $N=B$ for an input of shape `(B, d)`, $N=B\cdot T$ for
-# `(B, T, d)`, $N=B\cdot H\cdot W$ for an image batch stored channels-last as `(B, H, W, d)`.
-# This is what BatchNorm does while training. At test time it switches to running averages of
-# these statistics; in section 6 you add them and measure what that costs.
+# 1. It keeps the feature axis and averages over every other axis: $d$ means, of shape `(d,)`.
+# 2. $N=B$, $N=B\cdot T$ and $N=B\cdot H\cdot W$: the product of every size but the last.
+# 3. Yes: a `(d,)` array broadcasts against the last axis. Reduce over every axis but the last,
+#    `tuple(range(x.ndim - 1))`.
+# 4. With one token each feature equals its own mean, so every output is $\boldsymbol\beta$: the same
+#    degenerate case as LayerNorm at $d=1$, now with the batch as the thing averaged over.
+#
+# The variance is the biased one, from the squared deviations, and $\epsilon$ sits inside the square
+# root, as in Exercise 1.
+# </details>
 #
 # ### Exercise 2 · `batch_norm`
 #
-# Write `batch_norm(x, gamma, beta, eps=1e-5)` for `x` of shape `(..., d)` with at least two
-# axes: statistics over **every axis but the last**, biased variance (from the squared deviations, as in
-# Exercise 1: the hidden tests include a batch far from zero), $\epsilon$ inside the square root. Return
-# a float64 array shaped like `x`, without modifying `x`. The checks compare with PyTorch's
-# `batch_norm(training=True)` in float64 and allow a relative error of $10^{-7}$, for batches of one
-# sequence, any gain and any `eps`.
+# The contract:
 #
-# *Hint:* `tuple(range(x.ndim - 1))` lists the axes to reduce over.
+# - **Signature** `batch_norm(x, gamma, beta, eps=1e-5)`, BatchNorm in training mode as you derived it.
+# - **Shapes.** `x` is `(..., d)` with at least two axes: `(B, d)`, `(B, T, d)`, `(B, H, W, d)`, ...;
+#   `gamma` and `beta` are `(d,)`. The result has `x`'s shape.
+# - **Dtype.** float64 in, float64 out. `x` is not modified.
+# - **Errors.** None of its own: the inputs are always valid.
+#
+# What the checks ask: a result within a relative $10^{-7}$ of PyTorch's `batch_norm(training=True)` in
+# float64, for inputs of two to four axes, a batch of one sequence, $\epsilon$ up to 1, a gain with negative
+# entries, and a batch of offset $10^4$ and spread $10^{-2}$ (so, as in Exercise 1, no shortcut variance).
 #
 # **Stuck?** `hint("batch_norm")` climbs the same ladder as Exercise 1: step 2 after a run of the
 # checks below, step 3 after a failed run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "batch_norm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def batch_norm(x, gamma, beta, eps=1e-5):
-    """BatchNorm in training mode: each feature is normalised with the statistics of the batch.
+    """BatchNorm in training mode: each feature is normalised with the statistics of the whole batch.
 
-    x: (..., d) with at least two axes; gamma, beta: (d,). Mean and biased variance are taken
-    over every axis but the last. Returns an array of the same shape as x.
+    x: (..., d) float64 with at least two axes; gamma, beta: (d,). Returns a float64 array of x's shape;
+    x is not modified.
     """
     ### BEGIN SOLUTION
     leading = tuple(range(x.ndim - 1))

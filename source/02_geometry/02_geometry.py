@@ -30,7 +30,7 @@
 # 6. (optional section) explain why the weights in front of a norm grow under plain gradient descent.
 #
 # **Time.** About 80 minutes, and about 5 more for the optional part. This is an estimate, not a timing of
-# learners: `tools/read-through-estimate` counts about 3,900 words of prose (read at 150 words a minute), 29
+# learners: `tools/read-through-estimate` counts about 4,100 words of prose (read at 150 words a minute), 29
 # code cells to run (half a minute each), 2 graded exercises (10 minutes each), 1 derivation steps (5 each), 4
 # predictions (2 each) and 1 widgets (5 each), and adds the 12 s the solved notebook took to run on the course's
 # test machine.
@@ -472,35 +472,56 @@ geometry_widget.widget
 # %% [markdown]
 # ### Exercise 2 · Measure an invariance
 #
-# "Invariant up to $\epsilon$" deserves a number. The **invariance gap** of a map $f$ at $\mathbf x$ is
+# "Invariant up to $\epsilon$" deserves a number: the **invariance gap** of a map $f$ at $\mathbf x$ for a
+# scale $a$ and a shift $c$, which says how far $f$'s output moves when its input is scaled by $a$ and
+# shifted by $c$. Decide what that number is before you open it. Answer on paper:
 #
-# $$\operatorname{gap}(f,\mathbf x,a,c)=\max_{\text{all entries}}\big|f(a\mathbf x+c\mathbf 1)-f(\mathbf x)\big| ,$$
+# 1. "Shifted by $c$" means $c\mathbf 1$ added to the token. What does one line of numpy add to every token
+#    of an array `(..., d)`?
+# 2. You hold two outputs of shape `(..., d)`, before and after. Which single number says how far apart
+#    they are, in the output's units, so that **one** entry that moves by 0.5 among $10^4$ that do not
+#    shows as 0.5 rather than being averaged away?
+# 3. An entry that goes down by 2 has moved as far as one that goes up by 2. What must happen to each
+#    difference before you take that number?
+# 4. Test it: for $f$ the identity, what must the gap be at $a=1$, $c=0$? At $a=-1$, $c=0$, in terms of
+#    $\mathbf x$? And for a map that ignores $a$ and $c$?
 #
-# zero for a map that ignores the scale $a$ and the shift $c$, and of the size of $f$'s output
-# for a map that does not.
+# <details><summary>The definition (open after you have answered the four questions)</summary>
 #
-# Write `invariance_gap(norm, x, a, c)` for any callable `norm` that maps an array of shape
-# `(..., d)` to one of the same shape, and `x` of shape `(..., d)`. Return the gap over every
-# entry of every token, as one Python `float` (`float(...)` of the maximum, not an array), with the
-# absolute value taken before the maximum. The graded tests include a single token of shape `(d,)`,
-# negative and tiny scales $a$, a large $\epsilon$, and RMSNorm with a shift, where the gap is large.
-# The checks allow your gap to differ from torch's by $10^{-9}$ times the largest entry of the norm's
-# output (or by $10^{-9}$, if that entry is below 1).
+# $$\operatorname{gap}(f,\mathbf x,a,c)=\max_{\text{all entries}}\big|f(a\mathbf x+c\mathbf 1)-f(\mathbf x)\big| .$$
 #
-# *Hints:* `a * x + c` adds $c$ to every entry, which is $c\mathbf 1$ for every token. Do not
-# modify `x` in place (`x *= a` would change the caller's array, and `norm(x)` would then see
-# the moved token). The check hands your function LayerNorm and RMSNorm from PyTorch, and a probe
-# that returns its input unchanged; it compares your numbers with the same gap computed in torch.
+# 1. `+ c` on an array adds $c$ to every entry, which is $c\mathbf 1$ for every token.
+# 2. The largest entry of the difference, over every entry of every token: a mean or a norm would dilute
+#    one moved entry among the others.
+# 3. Its absolute value, taken before the maximum; otherwise a decrease is hidden.
+# 4. 0; $2\max_i|x_i|$; 0.
+#
+# A map that does not ignore $a$ and $c$ has a gap of the size of its output.
+# </details>
+#
+# The contract:
+#
+# - **Signature** `invariance_gap(norm, x, a, c)`: the gap you derived, of the map `norm` at `x`.
+# - **Shapes.** `norm` is any callable that maps an array `(..., d)` to one of the same shape; `x` is
+#   `(..., d)`, one token `(d,)` included; `a` and `c` are floats.
+# - **Dtype.** One Python `float` (`float(...)` of a numpy scalar), not an array.
+# - **Errors.** None of its own. `x` is not modified: `x *= a` would change the caller's array, and
+#   `norm(x)` would then see the moved token.
+#
+# What the checks ask: your gap within $10^{-9}$ times the largest entry of the norm's output (or within
+# $10^{-9}$, if that entry is below 1) of the same gap computed in torch. They hand your function
+# PyTorch's LayerNorm and RMSNorm and a probe that returns its input unchanged, with single tokens and
+# batches, negative and tiny scales $a$, a large $\epsilon$, and RMSNorm with a shift, where the gap is large.
 #
 # **Stuck?** `hint("invariance_gap")` climbs the same ladder as Exercise 1: step 2 after a run of the
 # checks below, step 3 after a failed run since step 2.
 
 # %% nbgrader={"grade": false, "grade_id": "invariance_gap", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def invariance_gap(norm, x, a, c):
-    """Largest change in norm's output when its input is scaled by a and shifted by c.
+    """How far norm's output moves when its input x is scaled by a and shifted by c (c added to every entry).
 
-    norm: callable, (..., d) -> (..., d). x: (..., d) float64. a, c: floats.
-    Returns max over all entries of |norm(a * x + c) - norm(x)|, a Python float.
+    norm: callable, (..., d) -> (..., d). x: (..., d) float64, not modified. a, c: floats.
+    Returns the invariance gap over every entry of every token, a Python float.
     """
     ### BEGIN SOLUTION
     return float(np.max(np.abs(norm(a * x + c) - norm(x))))

@@ -63,7 +63,6 @@ ALLOWED = [
     ("release/05_placement/*", "norm(x + F(x))", "the exercise's table"),
     ("release/05_placement/*", "x + norm(F(x))", "the exercise's table"),
     ("release/05_placement/*", '"pre", "post", "', "the three modes, named by the exercise"),
-    ("release/02_geometry/*", "norm(a * x + c) - norm(x)", "the invariance_gap docstring states the formula"),
     ("release/04_rmsnorm/*", "np.sqrt(np.mean(", "r recomputed after Exercise 1 (section 3's finite differences, the "
      "eigenvalue demo, section 6's token of RMS 0.01); section 1 derives r and reveals it before"),
     ("release/06_welford/*", "np.array([2281.5, 2281.25]", "section 2's float32 pair; a hidden test "
