@@ -159,7 +159,7 @@ print("LayerNorm x_hat =", x_hat_ln, f"  sum = {x_hat_ln.sum():.1e}  sum of squa
 
 # %% nbgrader={"grade": false, "grade_id": "rms_norm", "locked": false, "schema_version": 3, "solution": true, "task": false}
 def rms_norm(x, gamma, eps=1e-6):
-    """RMSNorm over the last axis: gamma * x / sqrt(mean(x**2) + eps).
+    """RMSNorm over the last axis, as you defined it in section 1 (gain gamma, eps as given).
 
     x: (..., d) float32 or float64; gamma: (d,). Returns (..., d) with x's dtype.
     """
