@@ -408,11 +408,12 @@ check_rms_norm_backward(rms_norm_backward, shape=(6, 16), tiny_rows=True, seed=3
 # vector and $r\mathbf J=\mathbf I-\mathbf w\mathbf w^\top$ (the step 2 reveal). LayerNorm's $s\mathbf J$ was the
 # projection that removes two directions, $\mathbf 1$ and $\hat{\mathbf x}$ ([notebook 03](03_backward.ipynb)).
 #
-# **Predict, then run.** The next cell builds $\mathbf J$ column by column from your `rms_norm_backward`
-# (because $\mathbf J$ is symmetric, `dy` $=\mathbf e_j$ with $\boldsymbol\gamma=\mathbf 1$ returns column $j$) for a token
-# of $d=64$ features, and counts the eigenvalues of $r\mathbf J$ equal to 0. How many? It also prints, for one
-# gradient, `grad` $\cdot\,\mathbf x$, `grad` $\cdot\,\mathbf 1$ and $\lVert$`grad(x)`$\rVert/\lVert$`grad(2x)`$\rVert$: write
-# down which of the first two you expect to be zero, and the value of the ratio.
+# **Predict, then run.** The next cell builds $\mathbf J$ column by column from your `rms_norm_backward` (because
+# $\mathbf J$ is symmetric, passing $\mathbf e_j$ as `dy`, with $\boldsymbol\gamma=\mathbf 1$, returns column $j$)
+# for a token of $d=64$ features, and counts the eigenvalues of $r\mathbf J$ equal to 0. How many? It also prints,
+# for one gradient $\mathbf g$, the products $\mathbf g\cdot\mathbf x$ and $\mathbf g\cdot\mathbf 1$ and the ratio
+# $\lVert\mathbf g(\mathbf x)\rVert/\lVert\mathbf g(2\mathbf x)\rVert$: write down which of the first two you
+# expect to be zero, and the value of the ratio.
 
 # %%
 guess_zero_eigenvalues = ...  # your guess: how many eigenvalues of r J are 0, for d = 64
