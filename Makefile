@@ -1,7 +1,7 @@
 # The course's commands. Each one creates .venv first when it is missing or out of date
 # (for anyone but .venv's owner, it says so and uses .venv as it is).
 #   make lab     JupyterLab on notebooks/        make test    the whole test suite
-#   make check   ruff, then the unit tier (tests/unit, not the slow ones), for contributors: about a minute on 2 cores
+#   make check   ruff, then the unit tier (tests/unit, not the slow ones), for contributors: about 75 s on 2 cores
 #   make install create .venv or bring it up to date with pyproject.toml and constraints.txt
 #   make build   regenerate release/, notebooks/, solutions/ from source/*.py
 #   make grade ASSIGNMENT=03_backward            grade submitted/*/ASSIGNMENT
@@ -75,7 +75,7 @@ test: $(STAMP)
 # test does not lint: a style finding never hides the suite's results; run make check before committing.
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest tests/unit -m "not slow" -q -n $(TEST_WORKERS)
+	$(PY) -m pytest tests/unit -m "not slow" -q -n $(TEST_WORKERS) --dist loadfile
 
 build: $(STAMP)
 	$(PY) -m grader build

@@ -85,6 +85,7 @@ def test_stubs_raise_not_implemented():
         checks.check_invariance_gap(gap_stub)
 
 
+@pytest.mark.slow  # each case graded in a real sandbox
 @pytest.mark.parametrize("name", ["x changed in place", "signed maximum", "shift not added", "first token only"])
 def test_gap_diagnoses_survive_isolated_grading(name):
     """Under `grader grade` the learner's function runs in a sandbox and calls `norm` back."""

@@ -50,6 +50,10 @@ def valid_outputs(outputs) -> None:
     nbformat.validate(nbformat.v4.new_notebook(cells=[cell]))
 
 
+# slow: every test here goes through a real grading sandbox or kernel (the module's sandbox starts in ~3 s)
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def box():
     with Sandbox(mode="auto") as sandbox:
@@ -341,7 +345,6 @@ FAILING_CELLS = [
 ]
 
 
-@pytest.mark.slow  # a real ipykernel
 def test_tracebacks_read_as_in_a_jupyter_kernel(tmp_path):
     """Byte for byte, every error output and print of FAILING_CELLS, sandbox against a real kernel: the
     worker's shortcut for inspect (a cell's file is known to be no module's) changes no traceback."""
@@ -453,7 +456,6 @@ def test_every_output_is_capped_by_the_worker(small_box):
     valid_outputs(reply["outputs"])
 
 
-@pytest.mark.slow  # a real kernel and thousands of outputs (~4 s)
 def test_a_cell_with_thousands_of_outputs_keeps_a_bounded_number(small_box):
     reply = ok(small_box, "from IPython.display import display\nfor i in range(5000):\n    display(i)\n")
     assert len(reply["outputs"]) <= 100 and "more outputs not kept" in reply["outputs"][-1]["text"]
@@ -509,7 +511,6 @@ def _scores(csv_path, assignment):
 LEARNERS = {f"learner_{i}": list(FEATURES)[i::2] for i in range(2)}
 
 
-@pytest.mark.slow
 def test_honest_notebooks_get_the_same_full_marks_from_plain_nbgrader_and_grader_grade(tmp_path):
     from tests.course_helpers import make_course
     from tests.integration.test_hostile import ASSIGNMENT, EXERCISES, grade, solution_sources, submission

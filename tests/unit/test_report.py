@@ -304,11 +304,13 @@ def synthetic(tmp_path_factory):
     return {"root": root, "report": made, "seconds": seconds, "students": students, "expected": expected}
 
 
+@pytest.mark.slow  # the 1,000-learner synthetic class (~8 s to build)
 def test_the_report_builds_fast(synthetic):
     assert synthetic["seconds"] < BUILD_LIMIT_S
     assert synthetic["report"]["learners"] == N and synthetic["report"]["skipped_results"] == {}
 
 
+@pytest.mark.slow  # the 1,000-learner synthetic class (~8 s to build)
 def test_planted_prevalences_pairs_and_pass_rates_are_found(synthetic):
     made, expected = synthetic["report"], synthetic["expected"]
     rows = {r["id"]: r for r in made["misconceptions"]}
@@ -337,6 +339,7 @@ def test_planted_prevalences_pairs_and_pass_rates_are_found(synthetic):
         assert passed[test]["learners"] == N
 
 
+@pytest.mark.slow  # the 1,000-learner synthetic class (~8 s to build)
 def test_attempt_logs_give_quartiles_and_small_groups_are_suppressed(synthetic):
     made, exercises = synthetic["report"], synthetic["expected"]["exercises"]
     assert made["attempts_problem"] is None and made["skipped_notebooks"] == {}
@@ -354,6 +357,7 @@ def output_texts(made) -> dict[str, str]:
     return {suffix: Path(path).read_text(encoding="utf-8") for suffix, path in made["files"].items()}
 
 
+@pytest.mark.slow  # the 1,000-learner synthetic class (~8 s to build)
 def test_no_learner_id_appears_without_identify(synthetic):
     texts = output_texts(synthetic["report"])
     names = re.compile(r"zqlrn\d{4}x")
@@ -362,6 +366,7 @@ def test_no_learner_id_appears_without_identify(synthetic):
         assert not re.search(r"zqlrn", text), suffix
 
 
+@pytest.mark.slow  # the 1,000-learner synthetic class (~8 s to build)
 def test_the_outputs_are_self_contained_and_consistent(synthetic):
     made = synthetic["report"]
     texts = output_texts(made)
@@ -484,6 +489,7 @@ def test_the_command_line_says_when_there_is_nothing_to_report(tmp_path):
 
 # ------------------------------------------------------------------ a real browser
 @pytest.mark.slow
+@pytest.mark.slow  # the 1,000-learner synthetic class (~8 s to build)
 def test_the_report_renders_in_chromium_without_errors(synthetic):
     from tests.course_helpers import launch_chromium, require_chromium
 
