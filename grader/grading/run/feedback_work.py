@@ -24,6 +24,7 @@ from grader.grading.run.course_setup import load_config
 from grader.grading.run.intake import expected_notebooks
 from grader.grading.run.terminal import printable
 from grader.grading.slots.execution_slot import die_with_parent
+from grader.grading.slots.slot_pool import kill_now
 
 MAX_FEEDBACK_POOLS = 3  # feedback pools in a row that die before any page comes back: then no more are started
 
@@ -44,21 +45,6 @@ def init_feedback():
         pass
     gc.freeze()  # the coordinator's heap, inherited: each learner's page (BeautifulSoup's ~5,000 tags) no longer
     # sets off full collections that walk it all (18% of a learner's feedback CPU, 05_placement)
-
-
-def kill_now(pool: ProcessPoolExecutor | None) -> None:
-    """Stop a pool's workers now (their zygotes and sandboxes die with them)."""
-    if pool is None:
-        return
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        try:
-            process.kill()
-        except (OSError, ValueError):
-            pass
-    for process in processes:
-        process.join(5)
 
 
 _worker_config = None  # the course's configuration, set in the coordinator before the workers fork

@@ -16,12 +16,12 @@ from typing import Callable
 
 from grader.grading.config import GradeConfig
 from grader.grading.run.course_setup import load_config, sandbox_options, secret_folders
-from grader.grading.run.feedback_work import FeedbackWork, kill_now
+from grader.grading.run.feedback_work import FeedbackWork
 from grader.grading.run.intake import expected_notebooks, mirror_submission
 from grader.grading.run.jobs import Job, ResultCache, accept, grader_version
 from grader.grading.run.terminal import Progress, printable
 from grader.grading.slots.execution_slot import execute_task, probe
-from grader.grading.slots.slot_pool import new_slot_pool
+from grader.grading.slots.slot_pool import kill_now, new_slot_pool
 from grader.grading.startup import never_graded
 
 

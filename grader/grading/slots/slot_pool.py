@@ -84,3 +84,19 @@ def new_slot_pool(jobs: int) -> ProcessPoolExecutor:
     """``jobs`` execution slots, started when the first task is submitted."""
     return ProcessPoolExecutor(max_workers=jobs, initializer=init_slot,
                                initargs=(zygote_factory_path(), coordinator_lifeline()), mp_context=slot_context())
+
+
+def kill_now(pool: ProcessPoolExecutor | None) -> None:
+    """Stop a pool's workers now, any ``ProcessPoolExecutor`` (an execution slot's zygote and sandboxes die with
+    it)."""
+    if pool is None:
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        try:
+            process.kill()
+        except (OSError, ValueError):
+            pass
+    for process in processes:
+        process.join(5)
