@@ -9,7 +9,7 @@ import stat
 import sys
 from pathlib import Path
 
-from grader.grading.config import GradeConfig
+from grader.grading.config import GradeConfig, file_config
 from grader.grading.run.terminal import printable
 
 
@@ -21,9 +21,7 @@ def load_config(root: Path):
     ``Exporter.optimistic_validation`` validates once, after the last one, and still raises on an
     invalid notebook. An instructor's own setting of it is kept.
     """
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    config = file_config(root)
     exporters = ("Exporter", "TemplateExporter", "NotebookExporter", "HTMLExporter")
     if not any("optimistic_validation" in config.get(name, {}) for name in exporters):
         config.Exporter.optimistic_validation = True
